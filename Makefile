@@ -1,0 +1,36 @@
+# durableruns — the two commands: `make demo` runs the product, `make test` runs the tests.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+# Django 6 needs Python 3.12+; the machine's default python3 may be older.
+PYTHON ?= $(shell for p in python3.14 python3.13 python3.12 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null \
+	&& { command -v $$p; break; }; done)
+
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durableruns
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: demo test venv lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found on PATH)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --group test -e .
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(PY) manage.py demo
+
+test: venv
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) var

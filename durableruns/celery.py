@@ -1,0 +1,22 @@
+"""The Celery app. Workers: `celery -A durableruns worker`; beat: `celery -A durableruns beat`."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durableruns.settings")
+
+app = Celery("durableruns")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(["durableruns"])
+
+
+@app.on_after_finalize.connect
+def _schedule_sweeps(sender: Celery, **kwargs: object) -> None:
+    from django.conf import settings
+
+    sender.add_periodic_task(
+        settings.DURABLERUNS_SWEEP_INTERVAL, sender.signature("durableruns.sweep"), name="sweep"
+    )

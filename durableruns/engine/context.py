@@ -1,0 +1,383 @@
+"""The Run context: what agent code calls. Every call is a step at the next position.
+
+On each call the context looks at the run's recorded history. A recorded step is
+checked against the request (kind, name, tool, argument fingerprint; invariant 9)
+and its outcome is returned without executing anything (invariant 2). A new step
+is executed, and its outcome is checkpointed before agent code sees it
+(invariant 1). Tool calls that write go through the write-ahead effect ledger
+(invariants 3-5).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..models import Effect, Step
+from ..models import Run as RunRecord
+from . import crashpoints, llm, store
+from .checkpoints import migrate
+from .errors import (
+    AmbiguousOutcome,
+    BudgetExceeded,
+    DurableRunsError,
+    NonDeterminismError,
+    Suspend,
+    TransientError,
+    UsageError,
+)
+from .keys import fingerprint, idempotency_key
+from .outcomes import AMBIGUOUS_BUILTINS, describe, rebuild
+from .registry import IDEMPOTENT_WRITE, READ_ONLY, Tool, check_name
+from .retry import backoff_seconds, max_attempts
+
+Kind = Step.Kind
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    kind: str
+    name: str
+    tool: str = ""
+    fingerprint: str = ""
+    input: Any = None
+
+    def describe(self) -> str:
+        what = f"{self.kind} step {self.name!r}"
+        return what + (f" (args {self.fingerprint})" if self.fingerprint else "")
+
+
+class Run:
+    """A run as agent code sees it. Created by the executor, never by agent code."""
+
+    def __init__(self, record: RunRecord, lease: store.Lease, history: dict[int, Step],
+                 effects: dict[int, Effect], *, max_steps: int, max_duration: float) -> None:
+        self.id = record.id
+        self.agent = record.agent
+        self.agent_version = record.agent_version
+        self._record = record
+        self._lease = lease
+        self._history = history
+        self._effects = effects
+        self._max_steps = max_steps
+        self._max_duration = max_duration
+        self._position = 0
+        self._task_started = time.monotonic()
+        self.executed = 0
+        self.replayed = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    # --- The agent-author API ---------------------------------------------------
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once; on replay return what it returned (or raised)."""
+        inputs = {"args": list(args), "kwargs": kwargs}
+        request = StepRequest(Kind.COMPUTE, check_name(name, "step"), "", fingerprint(inputs))
+        position, recorded = self._next(request)
+        if recorded is not None:
+            return self._replay(recorded)
+        return self._execute(position, request, lambda: fn(*args, **kwargs))
+
+    def llm(self, name: str, *, messages: list[dict[str, Any]], **params: Any) -> str:
+        """A memoised model call; returns the reply text. The plan is never regenerated."""
+        inputs = {"messages": messages, **params}
+        request = StepRequest(Kind.LLM, check_name(name, "step"), "", fingerprint(inputs), inputs)
+        position, recorded = self._next(request)
+        if recorded is None:
+            key = idempotency_key(self.id, self._step_id(position, name), "llm", inputs)
+            recorded = self._execute(
+                position, request, lambda: self._complete(name, messages, params, key), raw=True
+            )
+        reply = self._replay(recorded)
+        return reply["content"]
+
+    def call(self, tool: Tool, /, **args: Any) -> Any:
+        """Call a registered tool with a deterministic idempotency key."""
+        if not isinstance(tool, Tool):
+            raise UsageError(f"run.call() takes a @dr.tool, not {tool!r}")
+        tool.bind(args)
+        request = StepRequest(Kind.TOOL, tool.name, tool.name, fingerprint(args), args)
+        position, recorded = self._next(request)
+        if recorded is not None:
+            return self._replay(recorded)
+        key = idempotency_key(self.id, self._step_id(position, tool.name), tool.name, args)
+        if tool.kind == READ_ONLY:
+            return self._execute(position, request, lambda: tool.fn(**args, idempotency_key=key))
+        return _EffectCall(self, position, request, tool, args, key).execute()
+
+    def sleep(self, name: str, seconds: float) -> None:
+        """A durable timer: the run waits without a worker and resumes when it is due."""
+        request = StepRequest(Kind.SLEEP, check_name(name, "step"), "", fingerprint(seconds))
+        position, recorded = self._next(request)
+        if recorded is None:
+            until = timezone.now() + timedelta(seconds=seconds)
+            recorded = self._execute(position, request, lambda: {"until": until.isoformat()},
+                                     raw=True)
+        until = datetime.fromisoformat(self._replay(recorded)["until"])
+        if timezone.now() < until:
+            raise Suspend(RunRecord.Status.WAITING, wake_at=until, reason=f"sleeping ({name})")
+
+    # --- Replay ----------------------------------------------------------------
+
+    def _next(self, request: StepRequest) -> tuple[int, Step | None]:
+        position = self._position
+        self._position += 1
+        recorded = self._history.get(position)
+        if recorded is not None:
+            _check_same_step(position, recorded, request)
+        return position, recorded
+
+    def _replay(self, recorded: Step) -> Any:
+        recorded = migrate(recorded)
+        if recorded.error is not None:
+            raise rebuild(recorded.error)
+        return store.normalise(recorded.result)
+
+    def finish_check(self) -> None:
+        """Agent code returned: history must not hold steps it no longer asks for."""
+        if len(self._history) > self._position:
+            extra = self._history[self._position]
+            raise NonDeterminismError(
+                f"non-determinism: agent code finished after {self._position} steps, but history "
+                f"has step {extra.position} ({extra.kind} {extra.name!r})",
+                details={"position": self._position},
+            )
+
+    @staticmethod
+    def _step_id(position: int, name: str) -> str:
+        return f"{position}-{name}"
+
+    # --- Execution ---------------------------------------------------------------
+
+    def before_new_step(self, position: int) -> None:
+        if position >= self._max_steps:
+            raise BudgetExceeded(
+                f"step budget exhausted: the run used all {self._max_steps} steps",
+                details={"budget": "steps", "limit": self._max_steps},
+            )
+        started = self._record.started_at or timezone.now()
+        elapsed = (timezone.now() - started).total_seconds()
+        if elapsed > self._max_duration:
+            raise BudgetExceeded(
+                f"time budget exhausted: {elapsed:.0f}s elapsed of {self._max_duration:.0f}s",
+                details={"budget": "duration", "limit": self._max_duration},
+            )
+        if time.monotonic() - self._task_started > settings.DURABLERUNS_MAX_TASK_SECONDS:
+            # Give other runs a turn; the next task replays up to here and goes on.
+            raise Suspend(RunRecord.Status.QUEUED, reason="yielding after a long task")
+        self._lease.ensure_held()
+        crashpoints.crash_point(crashpoints.BEFORE_STEP, self.id, position)
+
+    def attempt_for(self, position: int) -> int:
+        if self._record.retry_position == position:
+            return self._record.retry_attempts + 1
+        return 1
+
+    def _execute(self, position: int, request: StepRequest, fn: Callable[[], Any],
+                 *, raw: bool = False) -> Any:
+        self.before_new_step(position)
+        attempt = self.attempt_for(position)
+        started = timezone.now()
+        result, error = None, None
+        try:
+            result = store.normalise(fn())
+        except TransientError as exc:
+            error = self.transient_failure(position, attempt, exc)
+        except Exception as exc:
+            error = _located(describe(exc), position, request)
+        outcome = self.outcome(position, request, result, error, attempt, started)
+        store.commit_step(self._lease, outcome)
+        return self.committed(outcome, raw=raw)
+
+    def outcome(self, position: int, request: StepRequest, result: Any, error: Any,
+                attempt: int, started: datetime) -> store.StepOutcome:
+        return store.StepOutcome(
+            position=position, step_id=self._step_id(position, request.name), kind=request.kind,
+            name=request.name, tool=request.tool, fingerprint=request.fingerprint,
+            input=request.input, result=result, error=error, attempts=attempt,
+            started_at=started, finished_at=timezone.now(),
+        )
+
+    def committed(self, outcome: store.StepOutcome, *, raw: bool = False) -> Any:
+        """Bookkeeping after a checkpoint; returns (or raises) what replay would."""
+        crashpoints.crash_point(crashpoints.AFTER_STEP_COMMIT, self.id, outcome.position)
+        self.executed += 1
+        recorded = Step(
+            position=outcome.position, kind=outcome.kind, name=outcome.name,
+            tool=outcome.tool, fingerprint=outcome.fingerprint, result=outcome.result,
+            error=outcome.error, attempts=outcome.attempts,
+        )
+        self._history[outcome.position] = recorded
+        if raw:
+            return recorded
+        return self._replay(recorded)
+
+    def transient_failure(self, position: int, attempt: int, exc: Exception) -> dict[str, Any]:
+        """Schedule another attempt (raises Suspend), or return the exhausted error."""
+        if attempt < max_attempts():
+            delay = backoff_seconds(attempt)
+            raise Suspend(
+                RunRecord.Status.WAITING,
+                wake_in=delay,
+                reason=f"retrying step {position} in {delay:.2f}s",
+                retry_position=position,
+                retry_attempts=attempt,
+                last_error=describe(exc),
+            )
+        return {"type": "RetriesExhausted",
+                "message": f"step {position} gave up after {attempt} attempts: {exc}"}
+
+    def _complete(self, name: str, messages: list[dict[str, Any]], params: dict[str, Any],
+                  key: str) -> dict[str, Any]:
+        reply = llm.get_client().complete(
+            messages=messages, agent=self.agent, step=name, idempotency_key=key, **params
+        )
+        usage = reply.get("usage") or {}
+        self.tokens_in += int(usage.get("prompt_tokens", 0))
+        self.tokens_out += int(usage.get("completion_tokens", 0))
+        return reply
+
+
+def _check_same_step(position: int, recorded: Step, request: StepRequest) -> None:
+    same = (
+        recorded.kind == request.kind
+        and recorded.name == request.name
+        and recorded.tool == request.tool
+        and recorded.fingerprint == request.fingerprint
+    )
+    if not same:
+        expected = StepRequest(recorded.kind, recorded.name, recorded.tool, recorded.fingerprint)
+        raise NonDeterminismError(
+            f"non-determinism at step {position}: history has {expected.describe()}, "
+            f"agent code asked for {request.describe()}",
+            details={"position": position, "expected": expected.describe(),
+                     "actual": request.describe()},
+        )
+
+
+def _located(error: dict[str, Any], position: int, request: StepRequest) -> dict[str, Any]:
+    error["message"] = f"step {position} ({request.kind} {request.name!r}): {error['message']}"
+    return error
+
+
+class _EffectCall:
+    """One write-tool call through the ledger: started row, call, result + step commit."""
+
+    def __init__(self, run: Run, position: int, request: StepRequest, tool: Tool,
+                 args: dict[str, Any], key: str) -> None:
+        self.run, self.position, self.request = run, position, request
+        self.tool, self.args, self.key = tool, args, key
+        self.lease = run._lease  # noqa: SLF001 - the effect call is part of the context
+
+    def execute(self) -> Any:
+        self.run.before_new_step(self.position)
+        self.attempt = self.run.attempt_for(self.position)
+        self.started = timezone.now()
+        existing = self.run._effects.get(self.position)  # noqa: SLF001
+        if existing is None:
+            store.start_effect(
+                self.lease, position=self.position, key=self.key, tool=self.tool.name,
+                tool_kind=self.tool.kind, fingerprint=self.request.fingerprint, args=self.args,
+            )
+        else:
+            known = self._recover(existing)
+            if known is not _CALL_AGAIN:
+                return self._commit(Effect.State.SUCCEEDED, known, None)
+            store.restart_effect(self.lease, self.key)
+        crashpoints.crash_point(crashpoints.AFTER_EFFECT_STARTED, self.run.id, self.position)
+        return self._call()
+
+    def _recover(self, effect: Effect) -> Any:
+        """Decide what a previous attempt's ledger row means (invariant 5)."""
+        if effect.idempotency_key != self.key:
+            raise NonDeterminismError(
+                f"non-determinism at step {self.position}: the ledger has effect "
+                f"{effect.idempotency_key}, agent code asked for {self.key}",
+                details={"position": self.position},
+            )
+        state = effect.state
+        if state == Effect.State.SUCCEEDED:
+            return store.normalise(effect.result)
+        if state == Effect.State.RESOLVED:
+            if effect.resolution == Effect.Resolution.HAPPENED:
+                return store.normalise(effect.result)
+            return _CALL_AGAIN
+        if state == Effect.State.FAILED:
+            return _CALL_AGAIN  # a transient failure: the provider said it did not happen
+        if state == Effect.State.STARTED and self.tool.kind == IDEMPOTENT_WRITE:
+            return _CALL_AGAIN  # same key: the provider deduplicates
+        if state == Effect.State.STARTED and self.tool.reconcile_fn is not None:
+            found = self._reconcile()
+            return _CALL_AGAIN if found is None else found
+        self._escalate("the call was started but its outcome was never recorded")
+        return None  # unreachable: _escalate raises
+
+    def _reconcile(self) -> Any:
+        try:
+            found = self.tool.reconcile_fn(**self.args, idempotency_key=self.key)
+        except Exception as exc:
+            self._escalate(f"reconcile failed: {describe(exc)['message']}")
+        return None if found is None else store.normalise(found)
+
+    def _escalate(self, why: str) -> None:
+        error = {"type": "AmbiguousOutcome", "message": why}
+        store.set_effect_state(self.lease, self.key, Effect.State.UNKNOWN, error=error)
+        raise Suspend(
+            RunRecord.Status.ESCALATED,
+            reason=f"step {self.position}: outcome of {self.tool.name} unknown ({why})",
+            last_error=error,
+        )
+
+    def _call(self) -> Any:
+        self.lease.ensure_held()
+        try:
+            value = store.normalise(self.tool.fn(**self.args, idempotency_key=self.key))
+        except TransientError as exc:
+            return self._transient(exc)
+        except (AmbiguousOutcome, *AMBIGUOUS_BUILTINS) as exc:
+            return self._ambiguous(exc)
+        except Exception as exc:
+            error = _located(describe(exc), self.position, self.request)
+            crashpoints.crash_point(crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position)
+            return self._commit(Effect.State.FAILED, None, error)
+        crashpoints.crash_point(crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position)
+        return self._commit(Effect.State.SUCCEEDED, value, None)
+
+    def _transient(self, exc: Exception) -> Any:
+        error = describe(exc)
+        store.finish_effect(self.lease, self.key, state=Effect.State.FAILED, error=error)
+        exhausted = self.run.transient_failure(self.position, self.attempt, exc)
+        return self._commit(Effect.State.FAILED, None, exhausted)
+
+    def _ambiguous(self, exc: BaseException) -> Any:
+        if self.tool.kind == IDEMPOTENT_WRITE:
+            return self._transient(TransientError(f"ambiguous, retrying with the same key: {exc}"))
+        if self.tool.reconcile_fn is not None:
+            found = self._reconcile()
+            if found is not None:
+                return self._commit(Effect.State.SUCCEEDED, found, None)
+            return self._transient(TransientError(f"did not happen (reconciled): {exc}"))
+        self._escalate(f"{type(exc).__name__}: {exc}")
+        return None
+
+    def _commit(self, state: str, result: Any, error: Any) -> Any:
+        outcome = self.run.outcome(
+            self.position, self.request, result, error, self.attempt, self.started
+        )
+        store.finish_effect(self.lease, self.key, state=state, result=result, error=error,
+                            step=outcome)
+        return self.run.committed(outcome)
+
+
+_CALL_AGAIN = object()

@@ -1,0 +1,169 @@
+"""advance_run: take the lease, replay history, execute new steps, release.
+
+Every exit path either releases the lease with the run's new status (conditional
+on the fence) or, when the lease was lost, writes nothing at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from ..models import Run as RunRecord
+from . import crashpoints, doorbell, registry, store
+from .context import Run
+from .errors import (
+    AgentVersionUnavailable,
+    LeaseLost,
+    RunStopped,
+    SerializationError,
+    Suspend,
+    UnknownAgent,
+)
+from .outcomes import describe
+
+log = logging.getLogger(__name__)
+Status = RunRecord.Status
+
+
+def advance(run_id: str) -> str:
+    """Execute run `run_id` as far as it can go now. Returns what happened, for logs."""
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    lease = store.acquire_lease(run_id, owner)
+    if lease is None:
+        return "skipped"
+    with Heartbeat(lease):
+        return _drive(lease)
+
+
+def _drive(lease: store.Lease) -> str:
+    record = RunRecord.objects.get(pk=lease.run_id)
+    try:
+        agent = registry.get_agent(record.agent, record.agent_version)
+        history = store.load_history(record.id)
+        context = Run(
+            record, lease, history, store.load_effects(record.id),
+            max_steps=record.max_steps, max_duration=record.max_duration_seconds,
+        )
+        value = agent.fn(context, store.normalise(record.input))
+        context.finish_check()
+        return _succeed(lease, context, value)
+    except UnknownAgent as exc:
+        return _stop(lease, AgentVersionUnavailable(
+            f"{exc}; the run continues only on the version it started with"))
+    except Suspend as suspend:
+        return _suspend(lease, suspend, locals().get("context"))
+    except LeaseLost as exc:
+        log.warning("run %s: %s; stopping without writing", lease.run_id, exc)
+        return "lease-lost"
+    except RunStopped as exc:
+        return _stop(lease, exc, locals().get("context"))
+    except Exception as exc:
+        return _fail(lease, describe(exc, with_traceback=True), locals().get("context"))
+
+
+def _progress(context: Run | None) -> dict[str, Any]:
+    if context is None:
+        return {}
+    return {"steps_used": max(context.position, 0)}
+
+
+def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
+    try:
+        result = store.normalise(value)
+        store.encode(result)
+    except SerializationError as exc:
+        return _fail(lease, {"type": "SerializationError",
+                             "message": f"the agent's return value: {exc}"}, context)
+    released = store.release(
+        lease, Status.SUCCEEDED, result=store.normalise(_redacted(result)),
+        finished_at=Now(), retry_position=None, retry_attempts=0, last_error=None,
+        **_progress(context),
+    )
+    crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id)
+    return "succeeded" if released else "lease-lost"
+
+
+def _redacted(value: Any) -> Any:
+    from .redaction import redact
+
+    return redact(value)
+
+
+def _fail(lease: store.Lease, error: dict[str, Any], context: Run | None = None) -> str:
+    released = store.release(
+        lease, Status.FAILED, error=store.normalise(_redacted(error)), finished_at=Now(),
+        **_progress(context),
+    )
+    return "failed" if released else "lease-lost"
+
+
+def _stop(lease: store.Lease, exc: RunStopped, context: Run | None = None) -> str:
+    error = {"type": type(exc).__name__, "code": exc.code, "message": exc.message, **exc.details}
+    return _fail(lease, error, context)
+
+
+def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
+    fields: dict[str, Any] = {"retry_position": None, "retry_attempts": 0, **suspend.fields}
+    wake_in = fields.pop("wake_in", None)
+    if wake_in is not None:
+        fields["wake_at"] = timezone.now() + timedelta(seconds=wake_in)
+    elif suspend.wake_at is not None:
+        fields["wake_at"] = suspend.wake_at
+    if "last_error" in fields:
+        fields["last_error"] = store.normalise(_redacted(fields["last_error"]))
+    if not store.release(lease, suspend.status, **fields, **_progress(context)):
+        return "lease-lost"
+    if suspend.status == Status.QUEUED:
+        doorbell.ring(lease.run_id)
+    elif "wake_at" in fields:
+        doorbell.ring_at(lease.run_id, fields["wake_at"])
+    return suspend.status
+
+
+class Heartbeat:
+    """Extends the lease every TTL/3 from a thread with its own connection."""
+
+    def __init__(self, lease: store.Lease) -> None:
+        self.lease = lease
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True, name="lease-heartbeat")
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.lease.ttl)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.lease.ttl / 3):
+                try:
+                    if not store.renew_lease(self.lease):
+                        log.warning("run %s: lease lost (fence %s)", self.lease.run_id,
+                                    self.lease.fence)
+                        return
+                except Exception:
+                    # Database trouble: the local deadline in Lease.ensure_held()
+                    # stops the executor before its next effect.
+                    log.exception("run %s: heartbeat failed", self.lease.run_id)
+                    close_old_connections()
+        finally:
+            connection.close()
+
+
+def worker_ready() -> None:
+    """Import the agent modules a worker or web process serves."""
+    registry.load_agent_modules(settings.DURABLERUNS_AGENT_MODULES)

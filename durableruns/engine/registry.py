@@ -1,0 +1,134 @@
+"""Agents and tools, registered when their module is imported."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .errors import UnknownAgent, UsageError
+
+READ_ONLY = "read_only"
+IDEMPOTENT_WRITE = "idempotent_write"
+UNSAFE_WRITE = "unsafe_write"
+TOOL_KINDS = (READ_ONLY, IDEMPOTENT_WRITE, UNSAFE_WRITE)
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+
+
+def check_name(name: str, what: str) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise UsageError(
+            f"{what} name {name!r} must be 1-100 characters of letters, digits, '.', '_' or '-'"
+        )
+    return name
+
+
+@dataclass
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    kind: str
+    reconcile_fn: Callable[..., Any] | None = None
+
+    def reconcile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register the read-before-write hook: the result if the call happened, else None."""
+        self.reconcile_fn = fn
+        return fn
+
+    def bind(self, args: dict[str, Any]) -> None:
+        """Fail before anything is recorded when agent code calls the tool wrongly."""
+        try:
+            inspect.signature(self.fn).bind(**args, idempotency_key="")
+        except TypeError as exc:
+            raise UsageError(f"tool {self.name!r} called with bad arguments: {exc}") from None
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.fn(**kwargs)
+
+
+@dataclass
+class Agent:
+    name: str
+    version: str
+    fn: Callable[..., Any]
+    max_steps: int | None = None
+    max_duration: timedelta | None = None
+    description: str = field(default="")
+
+
+_TOOLS: dict[str, Tool] = {}
+_AGENTS: dict[tuple[str, str], Agent] = {}
+
+
+def tool(kind: str = READ_ONLY, *, name: str | None = None) -> Callable[[Callable[..., Any]], Tool]:
+    if kind not in TOOL_KINDS:
+        raise UsageError(f"tool kind must be one of {TOOL_KINDS}, not {kind!r}")
+
+    def register(fn: Callable[..., Any]) -> Tool:
+        registered = Tool(check_name(name or fn.__name__, "tool"), fn, kind)
+        if "idempotency_key" not in inspect.signature(fn).parameters:
+            raise UsageError(f"tool {registered.name!r} must accept an idempotency_key argument")
+        _TOOLS[registered.name] = registered
+        return registered
+
+    return register
+
+
+def agent(
+    name: str,
+    *,
+    version: str = "1",
+    max_steps: int | None = None,
+    max_duration: timedelta | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        definition = Agent(
+            check_name(name, "agent"),
+            check_name(version, "version"),
+            fn,
+            max_steps,
+            max_duration,
+            inspect.getdoc(fn) or "",
+        )
+        _AGENTS[(definition.name, definition.version)] = definition
+        fn.agent = definition  # type: ignore[attr-defined]
+        return fn
+
+    return register
+
+
+def get_agent(name: str, version: str | None = None) -> Agent:
+    """The agent at `version`, or the newest registered version when none is given."""
+    if version is not None:
+        found = _AGENTS.get((name, version))
+        if found is None:
+            raise UnknownAgent(f"agent {name!r} has no registered version {version!r}")
+        return found
+    versions = [a for (n, _), a in _AGENTS.items() if n == name]
+    if not versions:
+        known = ", ".join(sorted({n for n, _ in _AGENTS})) or "none"
+        raise UnknownAgent(f"unknown agent {name!r} (registered: {known})")
+    return max(versions, key=lambda a: _version_order(a.version))
+
+
+def _version_order(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-]", version))
+
+
+def agents() -> list[Agent]:
+    return sorted(_AGENTS.values(), key=lambda a: (a.name, _version_order(a.version)))
+
+
+def unregister_agent(name: str, version: str) -> None:
+    """For tests that simulate a deploy which dropped a version."""
+    _AGENTS.pop((name, version), None)
+
+
+def load_agent_modules(modules: list[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)

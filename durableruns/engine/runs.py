@@ -1,0 +1,114 @@
+"""Starting runs and sweeping for runs that need a doorbell.
+
+Both are safe to repeat: starting is idempotent on the run id, and a sweep only
+rings doorbells, which an executor ignores when the run is not due.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
+from django.db.models.functions import Now
+
+from ..models import Run
+from . import doorbell, registry, store
+from .errors import SerializationError, UsageError
+from .keys import canonical_json, fingerprint
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+
+class RunConflict(UsageError):
+    """A run with this id exists with another agent or input."""
+
+
+def start_run(agent_name: str, run_input: Any, *, run_id: str | None = None,
+              user: Any = None, version: str | None = None) -> tuple[Run, bool]:
+    """Create and enqueue a run. Returns (run, created); repeating it returns the same run."""
+    agent = registry.get_agent(agent_name, version)
+    if not isinstance(run_input, dict):
+        raise UsageError(f"run input must be a JSON object, not {type(run_input).__name__}")
+    canonical_json(run_input, limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+    stored_input = store.normalise(store.redact(run_input))
+    run_id = run_id or uuid.uuid4().hex
+    if not RUN_ID_PATTERN.match(run_id):
+        raise UsageError("run id must be 1-64 letters, digits, '.', '_' or '-'")
+    existing = Run.objects.filter(pk=run_id).first()
+    if existing is not None:
+        return _same_run(existing, agent, stored_input), False
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                id=run_id, agent=agent.name, agent_version=agent.version, input=stored_input,
+                max_steps=agent.max_steps or settings.DURABLERUNS_DEFAULT_MAX_STEPS,
+                max_duration_seconds=(
+                    agent.max_duration.total_seconds() if agent.max_duration
+                    else settings.DURABLERUNS_DEFAULT_MAX_DURATION
+                ),
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+                rang_at=Now(),
+            )
+            doorbell.ring(run.id)
+    except IntegrityError:
+        # Another request created it between our read and our insert.
+        return _same_run(Run.objects.get(pk=run_id), agent, stored_input), False
+    return run, True
+
+
+def _same_run(existing: Run, agent: registry.Agent, stored_input: Any) -> Run:
+    if existing.agent != agent.name or fingerprint(existing.input) != fingerprint(stored_input):
+        raise RunConflict(
+            f"run {existing.id} already exists with a different agent or input; "
+            "use a new run id"
+        )
+    return existing
+
+
+def _ago(seconds: float) -> ExpressionWrapper:
+    return ExpressionWrapper(Now() - Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+def due_for_doorbell() -> Q:
+    """Runs whose next move is overdue and that were not rung since it became due."""
+    stale = Q(rang_at__lt=_ago(settings.DURABLERUNS_REDELIVER_AFTER))
+    never = Q(rang_at__isnull=True)
+    expired = Q(status=Run.Status.RUNNING, lease_expires_at__lt=Now()) & (
+        never | stale | Q(rang_at__lt=F("lease_expires_at"))
+    )
+    woken = Q(status=Run.Status.WAITING, wake_at__lte=Now()) & (
+        never | stale | Q(rang_at__lt=F("wake_at"))
+    )
+    queued = Q(status=Run.Status.QUEUED) & (never | stale)
+    return expired | woken | queued
+
+
+def sweep(batch: int = 500) -> int:
+    """Ring every run that needs it; returns how many were rung."""
+    with transaction.atomic():
+        due = Run.objects.filter(due_for_doorbell()).order_by().values_list("id", flat=True)
+        if connection.features.has_select_for_update_skip_locked:
+            due = due.select_for_update(skip_locked=True)
+        ids = list(due[:batch])
+        Run.objects.filter(pk__in=ids).update(rang_at=Now())
+        for run_id in ids:
+            doorbell.ring(run_id)
+    return len(ids)
+
+
+def check_input_text(text: str) -> dict[str, Any]:
+    """Parse run input given as text (commands, forms) with a clear error."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SerializationError(f"input is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"run input must be a JSON object, not {type(value).__name__}")
+    return value

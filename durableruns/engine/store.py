@@ -1,0 +1,271 @@
+"""The one place that turns engine intents into SQL.
+
+Hot-path writes are single statements conditional on the lease fence, so a step
+checkpoint costs one round trip and one commit (in autocommit mode). On Postgres
+the fence check reads the run row FOR SHARE, which conflicts with the UPDATE that
+takes over a lease: either the takeover waits for this commit (and then sees the
+step), or this write sees the new fence and inserts nothing. The unique
+(run, position) constraint is the last line of defence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
+from django.db.models.functions import Coalesce, Now
+from django.utils import timezone
+
+from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
+from . import crashpoints
+from .errors import LeaseLost
+from .keys import canonical_json
+from .redaction import redact  # noqa: F401 - re-exported for callers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Lease:
+    run_id: str
+    owner: str
+    fence: int
+    ttl: float
+    valid_until: float = field(default=0.0)  # time.monotonic() deadline, a local safety margin
+    lost: bool = False
+
+    def ensure_held(self) -> None:
+        """Stop before the next effect if the lease is gone or may have expired."""
+        if self.lost or time.monotonic() >= self.valid_until:
+            self.lost = True
+            raise LeaseLost(f"lease on run {self.run_id} lost (fence {self.fence})")
+
+    def extended(self) -> None:
+        # Keep a margin: database time decides, this clock only errs on the safe side.
+        self.valid_until = time.monotonic() + self.ttl * 0.8
+
+
+def _in(seconds: float) -> ExpressionWrapper:
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+def encode(value: Any) -> str:
+    """Redact, then serialise for storage, enforcing the payload size limit."""
+    return canonical_json(redact(value), limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+
+
+def normalise(value: Any) -> Any:
+    """The value exactly as a replay will see it: keys sorted, tuples as lists."""
+    return json.loads(canonical_json(value))
+
+
+# --- Leases ------------------------------------------------------------------
+
+
+def acquire_lease(run_id: str, owner: str) -> Lease | None:
+    """Take the run if it is executable, due, and nobody holds a live lease."""
+    ttl = settings.DURABLERUNS_LEASE_TTL
+    taken = (
+        Run.objects.filter(pk=run_id, status__in=Run.EXECUTABLE)
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now()))
+        .filter(Q(wake_at__isnull=True) | Q(wake_at__lte=Now()))
+        .update(
+            lease_owner=owner,
+            lease_expires_at=_in(ttl),
+            fence=F("fence") + 1,
+            status=Run.Status.RUNNING,
+            wake_at=None,
+            started_at=Coalesce(F("started_at"), Now()),
+            updated_at=Now(),
+        )
+    )
+    if not taken:
+        return None
+    fence = Run.objects.filter(pk=run_id, lease_owner=owner).values_list("fence", flat=True).first()
+    if fence is None:
+        return None
+    lease = Lease(run_id, owner, fence, ttl)
+    lease.extended()
+    return lease
+
+
+def renew_lease(lease: Lease) -> bool:
+    renewed = Run.objects.filter(
+        pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner, status=Run.Status.RUNNING
+    ).update(lease_expires_at=_in(lease.ttl))
+    if renewed:
+        lease.extended()
+    else:
+        lease.lost = True
+    return bool(renewed)
+
+
+def release(lease: Lease, status: str, **fields: Any) -> bool:
+    """Leave the run in `status`, giving up the lease; False if the lease was lost."""
+    updated = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner).update(
+        status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields
+    )
+    if not updated:
+        lease.lost = True
+        log.warning("run %s: lease lost before release to %s", lease.run_id, status)
+    return bool(updated)
+
+
+# --- History -----------------------------------------------------------------
+
+
+def load_history(run_id: str) -> dict[int, Step]:
+    return {step.position: step for step in Step.objects.filter(run_id=run_id).order_by("position")}
+
+
+def load_effects(run_id: str) -> dict[int, Effect]:
+    return {effect.position: effect for effect in Effect.objects.filter(run_id=run_id)}
+
+
+# --- Fenced writes -------------------------------------------------------------
+
+_STEP_COLUMNS = (
+    "run_id, position, step_id, kind, name, tool, fingerprint, input, result, error, "
+    "attempts, started_at, finished_at, schema_version"
+)
+_EFFECT_COLUMNS = (
+    "run_id, position, idempotency_key, tool, tool_kind, fingerprint, args, state, "
+    "attempts, started_at, resolution, note"
+)
+
+
+def _sql_dialect() -> tuple[str, str]:
+    """(JSON parameter placeholder, row lock on the fence check) for this database."""
+    if connection.vendor == "postgresql":
+        return "%s::jsonb", " FOR SHARE"
+    return "%s", ""
+
+
+def _fence_guard() -> str:
+    return "FROM durableruns_run WHERE id = %s AND fence = %s AND lease_owner = %s"
+
+
+def _execute_fenced(sql: str, params: list[Any], lease: Lease) -> None:
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(sql, params)
+        except IntegrityError as exc:
+            # Another executor committed this slot: we are the zombie.
+            lease.lost = True
+            raise LeaseLost(f"run {lease.run_id}: slot already written ({exc})") from None
+        if cursor.rowcount != 1:
+            lease.lost = True
+            raise LeaseLost(f"run {lease.run_id}: fence {lease.fence} is stale")
+
+
+def _db_time(value: datetime) -> Any:
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+@dataclass
+class StepOutcome:
+    position: int
+    step_id: str
+    kind: str
+    name: str
+    tool: str
+    fingerprint: str
+    input: Any
+    result: Any
+    error: Any
+    attempts: int
+    started_at: datetime
+    finished_at: datetime
+
+
+def commit_step(lease: Lease, outcome: StepOutcome) -> None:
+    """Checkpoint one step: a single fenced INSERT ... SELECT, committed on its own."""
+    json_param, lock = _sql_dialect()
+    sql = (
+        f"INSERT INTO durableruns_step ({_STEP_COLUMNS}) "
+        f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, "
+        f"%s, %s, %s, %s {_fence_guard()}{lock}"
+    )
+    params = [
+        outcome.position,
+        outcome.step_id,
+        outcome.kind,
+        outcome.name,
+        outcome.tool,
+        outcome.fingerprint,
+        _json_or_null(outcome.input),
+        _json_or_null(outcome.result),
+        _json_or_null(outcome.error),
+        outcome.attempts,
+        _db_time(outcome.started_at),
+        _db_time(outcome.finished_at),
+        CHECKPOINT_SCHEMA_VERSION,
+        lease.run_id,
+        lease.fence,
+        lease.owner,
+    ]
+    _execute_fenced(sql, params, lease)
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else encode(value)
+
+
+def start_effect(lease: Lease, *, position: int, key: str, tool: str, tool_kind: str,
+                 fingerprint: str, args: Any) -> None:
+    """Write-ahead: the `started` row commits before the tool is called (invariant 4)."""
+    json_param, lock = _sql_dialect()
+    sql = (
+        f"INSERT INTO durableruns_effect ({_EFFECT_COLUMNS}) "
+        f"SELECT id, %s, %s, %s, %s, %s, {json_param}, 'started', 1, %s, '', '' "
+        f"{_fence_guard()}{lock}"
+    )
+    params = [position, key, tool, tool_kind, fingerprint, encode(args),
+              _db_time(timezone.now()), lease.run_id, lease.fence, lease.owner]
+    _execute_fenced(sql, params, lease)
+
+
+def restart_effect(lease: Lease, key: str) -> None:
+    """Count another attempt of an effect that is about to be called again."""
+    _fenced_effect_update(lease, key, "state = 'started', attempts = attempts + 1", [])
+
+
+def _fenced_effect_update(lease: Lease, key: str, assignments: str,
+                          params: list[Any]) -> None:
+    _, lock = _sql_dialect()
+    sql = (
+        f"UPDATE durableruns_effect SET {assignments} "
+        f"WHERE idempotency_key = %s AND EXISTS (SELECT 1 {_fence_guard()}{lock})"
+    )
+    _execute_fenced(sql, [*params, key, lease.run_id, lease.fence, lease.owner], lease)
+
+
+def finish_effect(lease: Lease, key: str, *, state: str, result: Any = None,
+                  error: Any = None, step: StepOutcome | None = None) -> None:
+    """Commit the effect's outcome and, when there is one, its step, in one transaction."""
+    json_param, _ = _sql_dialect()
+    with transaction.atomic():
+        _fenced_effect_update(
+            lease,
+            key,
+            f"state = %s, result = {json_param}, error = {json_param}, finished_at = %s",
+            [state, _json_or_null(result), _json_or_null(error), _db_time(timezone.now())],
+        )
+        if step is not None:
+            commit_step(lease, step)
+        position = step.position if step else -1
+        crashpoints.crash_point(crashpoints.DURING_RESULT_COMMIT, lease.run_id, position)
+
+
+def set_effect_state(lease: Lease, key: str, state: str, *, error: Any = None) -> None:
+    json_param, _ = _sql_dialect()
+    _fenced_effect_update(
+        lease, key, f"state = %s, error = {json_param}", [state, _json_or_null(error)]
+    )

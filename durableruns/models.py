@@ -1,0 +1,188 @@
+"""Runs, their checkpointed steps and the effect ledger. Postgres is the truth."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+CHECKPOINT_SCHEMA_VERSION = 1
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING = "waiting"
+        AWAITING_APPROVAL = "awaiting_approval"
+        ESCALATED = "escalated"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    id = models.CharField(primary_key=True, max_length=64)
+    agent = models.CharField(max_length=100)
+    agent_version = models.CharField(max_length=100)
+    input = models.JSONField()
+    status = models.CharField(max_length=20, choices=Status, default=Status.QUEUED)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    max_steps = models.PositiveIntegerField()
+    max_duration_seconds = models.FloatField()
+    steps_used = models.PositiveIntegerField(default=0)
+    # The lease: who may execute the run, until when (database time), and the
+    # fence every step and effect write is conditional on (invariant 6).
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fence = models.BigIntegerField(default=0)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    rang_at = models.DateTimeField(null=True, blank=True)
+    # The durable retry counter of the step at `retry_position` (one step at a time).
+    retry_position = models.IntegerField(null=True, blank=True)
+    retry_attempts = models.PositiveIntegerField(default=0)
+    last_error = models.JSONField(null=True, blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+    fork_position = models.PositiveIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+    EXECUTABLE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="run_status_created"),
+            models.Index(fields=["-created_at", "id"], name="run_created"),
+            models.Index(
+                fields=["lease_expires_at"],
+                name="run_running_lease",
+                condition=Q(status="running"),
+            ),
+            models.Index(fields=["wake_at"], name="run_waiting_wake", condition=Q(status="waiting")),
+            models.Index(fields=["rang_at"], name="run_queued_rang", condition=Q(status="queued")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent}@{self.agent_version} {self.id} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("run", args=[self.id])
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class Step(models.Model):
+    class Kind(models.TextChoices):
+        LLM = "llm"
+        TOOL = "tool"
+        COMPUTE = "compute"
+        APPROVAL = "approval"
+        SLEEP = "sleep"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    position = models.PositiveIntegerField()
+    step_id = models.CharField(max_length=120)
+    kind = models.CharField(max_length=10, choices=Kind)
+    name = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100, blank=True, default="")
+    fingerprint = models.CharField(max_length=16, blank=True, default="")
+    input = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    schema_version = models.PositiveSmallIntegerField(default=CHECKPOINT_SCHEMA_VERSION)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="step_run_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.position} {self.kind} {self.name}"
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.finished_at - self.started_at).total_seconds() * 1000
+
+
+class Effect(models.Model):
+    class State(models.TextChoices):
+        STARTED = "started"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        UNKNOWN = "unknown"
+        RESOLVED = "resolved"
+
+    class Resolution(models.TextChoices):
+        HAPPENED = "happened"
+        NOT_HAPPENED = "not_happened"
+        ABORTED = "aborted"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects")
+    position = models.PositiveIntegerField()
+    idempotency_key = models.CharField(max_length=255, unique=True)
+    tool = models.CharField(max_length=100)
+    tool_kind = models.CharField(max_length=20)
+    fingerprint = models.CharField(max_length=16)
+    args = models.JSONField()
+    state = models.CharField(max_length=10, choices=State, default=State.STARTED)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    resolution = models.CharField(max_length=20, choices=Resolution, blank=True, default="")
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["run", "position"], name="effect_run_position"),
+            models.Index(
+                fields=["started_at"], name="effect_unknown", condition=Q(state="unknown")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.idempotency_key} ({self.state})"
+
+
+class IdempotencyRecord(models.Model):
+    """A request seen by a view guarded with @idempotent (Idempotency-Key semantics)."""
+
+    class State(models.TextChoices):
+        IN_FLIGHT = "in_flight"
+        COMPLETED = "completed"
+
+    scope = models.CharField(max_length=100)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    state = models.CharField(max_length=10, choices=State, default=State.IN_FLIGHT)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.BinaryField(null=True, blank=True)
+    response_content_type = models.CharField(max_length=100, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "key"], name="idempotency_scope_key"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.key} ({self.state})"

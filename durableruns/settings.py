@@ -1,0 +1,187 @@
+"""Settings, read from the environment (see README, "Configuration").
+
+With nothing configured the product runs embedded: SQLite in var/ and a filesystem
+Celery broker, so `make demo` works on a bare machine. Set DATABASE_URL and
+REDIS_URL for Postgres and Redis, which is what production and the tests use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("DURABLERUNS_VAR_DIR", BASE_DIR / "var"))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = _env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and os.environ.get("DURABLERUNS_REQUIRE_SECRET_KEY"):
+        raise RuntimeError("SECRET_KEY must be set in production")
+    SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"  # noqa: S105
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "durableruns",
+    "durableruns.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "durableruns.urls"
+WSGI_APPLICATION = "durableruns.wsgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_sqlite_default = f"sqlite:///{VAR_DIR / 'durableruns.sqlite3'}"
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", _sqlite_default), conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # WAL lets the web process read while a worker writes; IMMEDIATE avoids
+    # deadlocking upgrades from read to write locks between processes.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+)
+
+# --- Celery -----------------------------------------------------------------
+# Redis only rings the doorbell ("look at run X"); Postgres holds what must happen.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    # Redelivery of an unacked message after a worker dies is a backup only: the
+    # sweeper re-rings expired leases within seconds. The timeout must exceed the
+    # task hard time limit, or Redis would hand a still-running task to a second
+    # worker (harmless thanks to the lease, but wasteful).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    _broker_dir = VAR_DIR / "broker"
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir),
+        "data_folder_out": str(_broker_dir),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DURABLERUNS_QUEUE", "durableruns")
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# A task is acknowledged only after it returns, and one message at a time is
+# reserved per process, so a killed worker strands at most one doorbell.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# advance_run yields (releases its lease and re-rings itself) after
+# DURABLERUNS_MAX_TASK_SECONDS, so these limits only catch a wedged task.
+CELERY_TASK_SOFT_TIME_LIMIT = 900
+CELERY_TASK_TIME_LIMIT = 960
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+# A failed publish is not fatal (the sweeper rings the run again), so the web
+# request must not hang retrying it.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# --- durableruns engine defaults (all overridable from the environment) -----
+DURABLERUNS_AGENT_MODULES = _env_list("DURABLERUNS_AGENT_MODULES", "durableruns.demo.agents")
+DURABLERUNS_LEASE_TTL = _env_float("DURABLERUNS_LEASE_TTL", 30.0)
+DURABLERUNS_SWEEP_INTERVAL = _env_float("DURABLERUNS_SWEEP_INTERVAL", 5.0)
+DURABLERUNS_REDELIVER_AFTER = _env_float("DURABLERUNS_REDELIVER_AFTER", 30.0)
+DURABLERUNS_MAX_TASK_SECONDS = _env_float("DURABLERUNS_MAX_TASK_SECONDS", 300.0)
+DURABLERUNS_RETRY_MAX_ATTEMPTS = int(os.environ.get("DURABLERUNS_RETRY_MAX_ATTEMPTS", 5))
+DURABLERUNS_RETRY_BASE_DELAY = _env_float("DURABLERUNS_RETRY_BASE_DELAY", 1.0)
+DURABLERUNS_RETRY_MAX_DELAY = _env_float("DURABLERUNS_RETRY_MAX_DELAY", 300.0)
+DURABLERUNS_DEFAULT_MAX_STEPS = int(os.environ.get("DURABLERUNS_DEFAULT_MAX_STEPS", 100))
+DURABLERUNS_DEFAULT_MAX_DURATION = _env_float("DURABLERUNS_DEFAULT_MAX_DURATION", 3600.0)
+DURABLERUNS_MAX_PAYLOAD_BYTES = int(os.environ.get("DURABLERUNS_MAX_PAYLOAD_BYTES", 1_048_576))
+DURABLERUNS_REDACT_KEYS = _env_list(
+    "DURABLERUNS_REDACT_KEYS",
+    "password,passwd,secret,api_key,apikey,token,access_token,refresh_token,"
+    "authorization,cookie,card_number,cvv",
+)
+# Where the demo tools find the stand-in providers (the web process serves them).
+DURABLERUNS_PROVIDER_URL = os.environ.get("DURABLERUNS_PROVIDER_URL", "http://127.0.0.1:8000")
+# Crash injection for crashtest and the chaos tests; unset in production.
+DURABLERUNS_CRASH_DIR = os.environ.get("DURABLERUNS_CRASH_DIR", "")
+# An OpenAI-compatible model endpoint; without it the scripted demo model answers.
+DURABLERUNS_MODEL_URL = os.environ.get("DURABLERUNS_MODEL_URL", "")
+DURABLERUNS_MODEL_API_KEY = os.environ.get("DURABLERUNS_MODEL_API_KEY", "")
+DURABLERUNS_MODEL_NAME = os.environ.get("DURABLERUNS_MODEL_NAME", "gpt-4o-mini")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,16 @@
+"""Thin Celery tasks taking ids; the logic lives in durableruns.engine."""
+
+from __future__ import annotations
+
+from .celery import app
+from .engine import executor, runs
+
+
+@app.task(name="durableruns.advance_run", ignore_result=True)
+def advance_run(run_id: str) -> str:
+    return executor.advance(run_id)
+
+
+@app.task(name="durableruns.sweep", ignore_result=True)
+def sweep() -> int:
+    return runs.sweep()
