@@ -186,3 +186,34 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope}:{self.key} ({self.state})"
+
+
+class AuditEvent(models.Model):
+    """An append-only record of a human action. On Postgres a trigger refuses UPDATE and DELETE.
+
+    The actor is stored by id and name without a foreign key, so deleting a user or
+    a run never needs to touch (and could never rewrite) the history.
+    """
+
+    actor_id = models.IntegerField(null=True, blank=True)
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=60)
+    target_type = models.CharField(max_length=40)
+    target_id = models.CharField(max_length=255)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["target_type", "target_id"], name="audit_target"),
+            models.Index(fields=["-created_at"], name="audit_created"),
+        ]
+        permissions = [
+            ("decide_approval", "Can approve, edit or reject suspended runs"),
+            ("operate_run", "Can resolve escalations, cancel, resume, fork and replay runs"),
+            ("manage_policies", "Can set retention and redaction policies and read the audit log"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} {self.action} {self.target_type}:{self.target_id}"

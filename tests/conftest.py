@@ -1,0 +1,167 @@
+"""Shared fixtures: named actors, real Celery worker and beat processes, waiting helpers.
+
+Tests that start processes use pytest-django's `live_server` (which implies a
+transactional database the subprocesses can see); the stand-in providers are
+served by it, and workers reach them at its URL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from durableruns import roles
+
+ROOT = Path(__file__).resolve().parent.parent
+# Small values so recovery is fast in tests; production defaults are 30 s and 5 s.
+TEST_LEASE_TTL = 1.5
+TEST_SWEEP_INTERVAL = 0.5
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.05,
+             message: str = "condition") -> Any:
+    """Poll an observable state with a deadline (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def alice(django_user_model):
+    """alice is a reviewer."""
+    user = django_user_model.objects.create_user("alice", password="alice-password-1")
+    roles.grant(user, roles.REVIEWER)
+    return user
+
+
+@pytest.fixture
+def bob(django_user_model):
+    """bob is an operator."""
+    user = django_user_model.objects.create_user("bob", password="bob-password-1")
+    roles.grant(user, roles.OPERATOR)
+    return user
+
+
+@pytest.fixture
+def carol(django_user_model):
+    """carol is an admin."""
+    user = django_user_model.objects.create_user("carol", password="carol-password-1")
+    roles.grant(user, roles.ADMIN)
+    return user
+
+
+@pytest.fixture
+def dave(django_user_model):
+    """dave has an account but no role."""
+    return django_user_model.objects.create_user("dave", password="dave-password-1")
+
+
+@pytest.fixture
+def provider_url(live_server, settings):
+    settings.DURABLERUNS_PROVIDER_URL = live_server.url
+    return live_server.url
+
+
+@pytest.fixture
+def crash_dir(tmp_path, settings):
+    path = tmp_path / "crashes"
+    path.mkdir()
+    settings.DURABLERUNS_CRASH_DIR = str(path)
+    return path
+
+
+class Processes:
+    """Celery workers and beat as real subprocesses, each in its own process group."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def _spawn(self, args: list[str], name: str, extra_env: dict[str, str] | None) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}-{len(self.procs)}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "durableruns", *args],
+            cwd=ROOT, env={**self.env, **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def worker(self, *, pool: str = "solo", concurrency: int = 1,
+               extra_env: dict[str, str] | None = None, name: str = "worker") -> subprocess.Popen:
+        """A worker; with the solo pool a crash point kills the whole worker process."""
+        return self._spawn(
+            ["worker", f"--pool={pool}", f"--concurrency={concurrency}", "--loglevel=INFO",
+             "--without-gossip", "--without-mingle", "--without-heartbeat",
+             "-Q", self.env["DURABLERUNS_QUEUE"], "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"],
+            name, extra_env,
+        )
+
+    def beat(self) -> subprocess.Popen:
+        schedule = self.log_dir / f"beat-{uuid.uuid4().hex[:6]}"
+        return self._spawn(["beat", "--loglevel=INFO", "-s", str(schedule)], "beat", None)
+
+    @staticmethod
+    def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        if sig == signal.SIGKILL:
+            proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            self.kill(proc)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-3000:] for p in self.log_dir.glob("*.log"))
+
+
+@pytest.fixture
+def processes(live_server, provider_url, tmp_path, settings) -> Iterator[Processes]:
+    """Start workers/beat against the test database, the test Redis and the live server."""
+    db = connection.settings_dict
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    from durableruns.celery import app
+
+    app.conf.task_default_queue = queue
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": settings.CELERY_BROKER_URL,
+        "DURABLERUNS_QUEUE": queue,
+        "DURABLERUNS_PROVIDER_URL": live_server.url,
+        "DURABLERUNS_LEASE_TTL": str(TEST_LEASE_TTL),
+        "DURABLERUNS_SWEEP_INTERVAL": str(TEST_SWEEP_INTERVAL),
+        "DURABLERUNS_REDELIVER_AFTER": "3",
+        "DURABLERUNS_RETRY_BASE_DELAY": "0.05",
+        "DURABLERUNS_RETRY_MAX_DELAY": "0.2",
+        "DURABLERUNS_CRASH_DIR": settings.DURABLERUNS_CRASH_DIR,
+        "DURABLERUNS_VAR_DIR": str(tmp_path / "var"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    procs = Processes(env, log_dir)
+    yield procs
+    procs.stop_all()
+    app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
