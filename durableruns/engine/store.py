@@ -13,19 +13,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints
-from .errors import LeaseLost
+from .errors import LeaseLost, StoreUnavailable
 from .keys import canonical_json
 from .redaction import redact  # noqa: F401 - re-exported for callers
 
@@ -109,9 +111,10 @@ def renew_lease(lease: Lease) -> bool:
 
 def release(lease: Lease, status: str, **fields: Any) -> bool:
     """Leave the run in `status`, giving up the lease; False if the lease was lost."""
-    updated = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner).update(
-        status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields
-    )
+    with _confirmed(lease):
+        updated = Run.objects.filter(
+            pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner
+        ).update(status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields)
     if not updated:
         lease.lost = True
         log.warning("run %s: lease lost before release to %s", lease.run_id, status)
@@ -152,8 +155,19 @@ def _fence_guard() -> str:
     return "FROM durableruns_run WHERE id = %s AND fence = %s AND lease_owner = %s"
 
 
+@contextmanager
+def _confirmed(lease: Lease) -> Iterator[None]:
+    """Turn a dropped connection into StoreUnavailable: the write may or may not have
+    committed, which only the next executor, reading Postgres, can tell."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        lease.lost = True
+        raise StoreUnavailable(f"run {lease.run_id}: database connection failed ({exc})") from None
+
+
 def _execute_fenced(sql: str, params: list[Any], lease: Lease) -> None:
-    with connection.cursor() as cursor:
+    with _confirmed(lease), connection.cursor() as cursor:
         try:
             cursor.execute(sql, params)
         except IntegrityError as exc:
@@ -251,7 +265,9 @@ def finish_effect(lease: Lease, key: str, *, state: str, result: Any = None,
                   error: Any = None, step: StepOutcome | None = None) -> None:
     """Commit the effect's outcome and, when there is one, its step, in one transaction."""
     json_param, _ = _sql_dialect()
-    with transaction.atomic():
+    # A dropped connection fails the COMMIT (or the rollback) outside the inner
+    # statements, so the whole transaction is watched, not just each statement.
+    with _confirmed(lease), transaction.atomic():
         _fenced_effect_update(
             lease,
             key,
