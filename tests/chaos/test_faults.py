@@ -298,15 +298,23 @@ def test_it_finishes_runs_whose_result_commit_lost_its_connection(faults):
 # --- One executor per run (invariant 6) -------------------------------------------
 
 
+def _turned_away(processes: Processes) -> int:
+    """Doorbells a worker answered without executing (the run was leased or done)."""
+    return sum(_log(processes, proc).count("'skipped'") for proc in processes.procs)
+
+
 def test_it_executes_a_run_enqueued_five_times_at_once_once(faults):
-    for _ in range(3):
-        faults.worker()
+    workers = [faults.worker() for _ in range(3)]
+    wait_for(lambda: all(_ready(faults, w) for w in workers), message="every worker")
     baseline = _uninterrupted("refund-bot", REFUND)
+    skipped_before = _turned_away(faults)
     start_run("refund-bot", REFUND, run_id="five")
     for _ in range(4):
         advance_run.apply_async(("five",))
 
     wait_for(lambda: _all_finished(["five"]), message="the run to finish")
+    wait_for(lambda: _turned_away(faults) - skipped_before == 4,
+             message="the four extra doorbells to be turned away")
     assert _fence("five") == 1, "exactly one lease was ever taken"
     _assert_same_effects(["five"], baseline)
     assert _model_calls("five") == _model_calls("baseline")
@@ -329,8 +337,7 @@ def test_it_never_lets_two_workers_execute_the_same_step(faults, tmp_path):
     wait_for(lambda: _all_finished(["contended"]), message="the run to finish")
     assert _status("contended") == Run.Status.SUCCEEDED
     assert [len(_executors(ledger, position)) for position in range(steps)] == [1] * steps
-    turned_away = sum(_log(faults, w).count("'skipped'") for w in workers)
-    assert turned_away >= 1, "the other worker was never given the run while it was leased"
+    assert _turned_away(faults) >= 1, "no worker was given the run while it was leased"
     _assert_checkpointed_once("contended")
 
 
