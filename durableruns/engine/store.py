@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,8 +28,8 @@ from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints
-from .errors import LeaseLost, StoreUnavailable
-from .keys import canonical_json
+from .errors import LeaseLost, SerializationError, StoreUnavailable
+from .keys import canonical_json, too_deep
 from .redaction import redact  # noqa: F401 - re-exported for callers
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,20 @@ def _in(seconds: float) -> ExpressionWrapper:
     return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
+# A JSON escape of NUL that is not itself an escaped backslash followed by "u0000".
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
 def encode(value: Any) -> str:
     """Redact, then serialise for storage, enforcing the payload size limit."""
-    return canonical_json(redact(value), limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+    try:
+        redacted = redact(value)
+    except RecursionError:
+        raise too_deep() from None
+    text = canonical_json(redacted, limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+    if connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
+        raise SerializationError("not storable: Postgres JSON cannot hold a NUL (\\u0000)")
+    return text
 
 
 def normalise(value: Any) -> Any:
