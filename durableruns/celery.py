@@ -20,3 +20,9 @@ def _schedule_sweeps(sender: Celery, **kwargs: object) -> None:
     sender.add_periodic_task(
         settings.DURABLERUNS_SWEEP_INTERVAL, sender.signature("durableruns.sweep"), name="sweep"
     )
+    # One indexed DELETE per interval: cheap enough to run often, rare enough to ignore.
+    sender.add_periodic_task(
+        settings.DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL,
+        sender.signature("durableruns.prune_idempotency_records"),
+        name="prune-idempotency-records",
+    )

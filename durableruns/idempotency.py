@@ -9,8 +9,17 @@
 - the same key while the first request is still being handled: 409;
 - the same key after it completed: the stored status and body, replayed, with
   `Idempotent-Replayed: true`.
-Keys are kept for DURABLERUNS_IDEMPOTENCY_RETENTION seconds (default 7 days,
-longer than any run's time budget), then pruned by `prune_idempotency_records()`.
+The request fingerprint is the method, the full path (query string included) and
+the body, so a key reused for another request is refused, never answered with
+another request's response.
+
+Retention: a key is kept for DURABLERUNS_IDEMPOTENCY_RETENTION seconds (default
+7 days, longer than any run's time budget and than any client's retry window).
+After that the same key is a new request. Expired records are deleted by
+`prune_idempotency_records()`, which Celery beat runs every
+DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL seconds (default 1 hour); a request that
+meets an expired record of its own key deletes it first, so retention holds
+even between prunes.
 Server errors (5xx) and exceptions are not stored, so the client may retry them.
 """
 
@@ -43,7 +52,7 @@ def retention() -> timedelta:
 
 def request_fingerprint(request: HttpRequest) -> str:
     digest = hashlib.sha256()
-    for part in (request.method or "", request.path, request.body):
+    for part in (request.method or "", request.get_full_path(), request.body):
         digest.update(part if isinstance(part, bytes) else part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
@@ -126,6 +135,7 @@ def _answer_repeat(record: IdempotencyRecord, fingerprint: str) -> HttpResponse:
 
 
 def prune_idempotency_records() -> int:
+    """Delete records older than the retention; returns how many went."""
     cutoff = timezone.now() - retention()
     deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
     return deleted

@@ -169,6 +169,10 @@ DURABLERUNS_RETRY_MAX_DELAY = _env_float("DURABLERUNS_RETRY_MAX_DELAY", 300.0)
 DURABLERUNS_DEFAULT_MAX_STEPS = int(os.environ.get("DURABLERUNS_DEFAULT_MAX_STEPS", 100))
 DURABLERUNS_DEFAULT_MAX_DURATION = _env_float("DURABLERUNS_DEFAULT_MAX_DURATION", 3600.0)
 DURABLERUNS_MAX_PAYLOAD_BYTES = int(os.environ.get("DURABLERUNS_MAX_PAYLOAD_BYTES", 1_048_576))
+# Idempotency-Key records of @idempotent views (durableruns.idempotency): kept this
+# long (7 days, longer than any run's time budget), pruned by beat every interval.
+DURABLERUNS_IDEMPOTENCY_RETENTION = _env_float("DURABLERUNS_IDEMPOTENCY_RETENTION", 7 * 24 * 3600)
+DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL = _env_float("DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL", 3600)
 DURABLERUNS_REDACT_KEYS = _env_list(
     "DURABLERUNS_REDACT_KEYS",
     "password,passwd,secret,api_key,apikey,token,access_token,refresh_token,"

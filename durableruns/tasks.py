@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import idempotency
 from .celery import app
 from .engine import executor, runs
 
@@ -14,3 +15,8 @@ def advance_run(run_id: str) -> str:
 @app.task(name="durableruns.sweep", ignore_result=True)
 def sweep() -> int:
     return runs.sweep()
+
+
+@app.task(name="durableruns.prune_idempotency_records", ignore_result=True)
+def prune_idempotency_records() -> int:
+    return idempotency.prune_idempotency_records()

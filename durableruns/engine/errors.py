@@ -86,6 +86,12 @@ class LeaseLost(BaseException):
     """Another executor owns the run now; this one must stop without writing."""
 
 
+class StoreUnavailable(LeaseLost):
+    """The database connection failed during an engine write, so this executor cannot
+    know what was committed. It stops like a lost lease (agent code cannot swallow
+    it); the run continues from whatever Postgres holds, never marked failed for it."""
+
+
 # Names under which a recorded error is raised again on replay.
 REPLAYABLE_ERRORS: dict[str, type[DurableRunsError]] = {
     cls.__name__: cls

@@ -27,6 +27,7 @@ from .errors import (
     LeaseLost,
     RunStopped,
     SerializationError,
+    StoreUnavailable,
     Suspend,
     UnknownAgent,
 )
@@ -43,7 +44,10 @@ def advance(run_id: str) -> str:
     if lease is None:
         return "skipped"
     with Heartbeat(lease):
-        return _drive(lease)
+        try:
+            return _drive(lease)
+        except StoreUnavailable as exc:
+            return _hand_back(lease, exc)
 
 
 def _drive(lease: store.Lease) -> str:
@@ -63,6 +67,8 @@ def _drive(lease: store.Lease) -> str:
             f"{exc}; the run continues only on the version it started with"))
     except Suspend as suspend:
         return _suspend(lease, suspend, locals().get("context"))
+    except StoreUnavailable:
+        raise  # not the run's fault: advance() hands it back
     except LeaseLost as exc:
         log.warning("run %s: %s; stopping without writing", lease.run_id, exc)
         return "lease-lost"
@@ -70,6 +76,22 @@ def _drive(lease: store.Lease) -> str:
         return _stop(lease, exc, locals().get("context"))
     except Exception as exc:
         return _fail(lease, describe(exc, with_traceback=True), locals().get("context"))
+
+
+def _hand_back(lease: store.Lease, exc: StoreUnavailable) -> str:
+    """A write lost its connection, so what committed is unknown here: stop, and hand
+    the run back on a fresh connection so another attempt resumes from what Postgres
+    holds. If the database is still unreachable the lease simply expires and the
+    sweeper rings the run (invariant 7). Never recorded as the run's failure."""
+    log.warning("run %s: %s; handing the run back", lease.run_id, exc)
+    connection.close()
+    try:
+        if store.release(lease, Status.QUEUED, rang_at=Now()):
+            doorbell.ring(lease.run_id)
+    except StoreUnavailable:
+        log.warning("run %s: database still unavailable; the sweeper will ring it",
+                    lease.run_id)
+    return "store-unavailable"
 
 
 def _progress(context: Run | None) -> dict[str, Any]:

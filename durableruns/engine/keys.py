@@ -17,33 +17,50 @@ from .errors import SerializationError
 MAX_KEY_LENGTH = 255
 
 
+MAX_DEPTH = 100
+"""Deepest nesting of lists and dicts accepted: deeper values are almost always a
+bug (or a cycle), and would otherwise exhaust Python's recursion limit."""
+
+
+def too_deep() -> SerializationError:
+    return SerializationError(f"not JSON-serialisable: nested more than {MAX_DEPTH} levels deep")
+
+
 def canonical_json(value: Any, *, limit: int | None = None) -> str:
     """Serialise with sorted keys and no whitespace; reject what JSON cannot carry."""
-    _reject_non_finite(value)
+    _check(value, 0)
     try:
         text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
+        size = len(text.encode())
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start:exc.end]
+        raise SerializationError(
+            f"not JSON-serialisable: {bad!r} is a lone surrogate, not a Unicode character"
+        ) from None
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"not JSON-serialisable: {exc}") from None
-    if limit is not None and len(text.encode()) > limit:
-        size = len(text.encode())
+    if limit is not None and size > limit:
         raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
     return text
 
 
-def _reject_non_finite(value: Any) -> None:
-    # json.dumps would say "Out of range float values": name the real problem.
+def _check(value: Any, depth: int) -> None:
+    # json.dumps would say "Out of range float values" or hit the recursion limit:
+    # name the real problem instead.
     if isinstance(value, float) and not math.isfinite(value):
         raise SerializationError(f"not JSON-serialisable: {value!r} is not a finite number")
+    if isinstance(value, dict | list | tuple) and depth >= MAX_DEPTH:
+        raise too_deep()
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise SerializationError(f"not JSON-serialisable: dict key {key!r} is not a string")
-            _reject_non_finite(item)
+            _check(item, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
-            _reject_non_finite(item)
+            _check(item, depth + 1)
 
 
 def fingerprint(value: Any) -> str:

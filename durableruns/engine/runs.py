@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from ..models import Run
 from . import doorbell, registry, store
 from .errors import SerializationError, UsageError
-from .keys import canonical_json, fingerprint
+from .keys import fingerprint
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
@@ -34,7 +34,7 @@ def start_run(agent_name: str, run_input: Any, *, run_id: str | None = None,
     agent = registry.get_agent(agent_name, version)
     if not isinstance(run_input, dict):
         raise UsageError(f"run input must be a JSON object, not {type(run_input).__name__}")
-    canonical_json(run_input, limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+    store.encode(run_input)  # the clear error, before anything is written
     stored_input = store.normalise(store.redact(run_input))
     run_id = run_id or uuid.uuid4().hex
     if not RUN_ID_PATTERN.match(run_id):

@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints
-from .errors import LeaseLost
-from .keys import canonical_json
-from .redaction import redact
+from .errors import LeaseLost, SerializationError, StoreUnavailable
+from .keys import canonical_json, too_deep
+from .redaction import redact  # noqa: F401 - re-exported for callers
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +56,23 @@ class Lease:
 
 
 def _in(seconds: float) -> ExpressionWrapper:
-    delta = Value(timedelta(seconds=seconds))
-    return ExpressionWrapper(Now() + delta, output_field=DateTimeField())
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+# A JSON escape of NUL that is not itself an escaped backslash followed by "u0000".
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def encode(value: Any) -> str:
     """Redact, then serialise for storage, enforcing the payload size limit."""
-    return canonical_json(redact(value), limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+    try:
+        redacted = redact(value)
+    except RecursionError:
+        raise too_deep() from None
+    text = canonical_json(redacted, limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+    if connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
+        raise SerializationError("not storable: Postgres JSON cannot hold a NUL (\\u0000)")
+    return text
 
 
 def normalise(value: Any) -> Any:
@@ -110,10 +123,10 @@ def renew_lease(lease: Lease) -> bool:
 
 def release(lease: Lease, status: str, **fields: Any) -> bool:
     """Leave the run in `status`, giving up the lease; False if the lease was lost."""
-    held = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner)
-    updated = held.update(
-        status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields
-    )
+    with _confirmed(lease):
+        updated = Run.objects.filter(
+            pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner
+        ).update(status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields)
     if not updated:
         lease.lost = True
         log.warning("run %s: lease lost before release to %s", lease.run_id, status)
@@ -154,8 +167,19 @@ def _fence_guard() -> str:
     return "FROM durableruns_run WHERE id = %s AND fence = %s AND lease_owner = %s"
 
 
+@contextmanager
+def _confirmed(lease: Lease) -> Iterator[None]:
+    """Turn a dropped connection into StoreUnavailable: the write may or may not have
+    committed, which only the next executor, reading Postgres, can tell."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        lease.lost = True
+        raise StoreUnavailable(f"run {lease.run_id}: database connection failed ({exc})") from None
+
+
 def _execute_fenced(sql: str, params: list[Any], lease: Lease) -> None:
-    with connection.cursor() as cursor:
+    with _confirmed(lease), connection.cursor() as cursor:
         try:
             cursor.execute(sql, params)
         except IntegrityError as exc:
@@ -253,7 +277,9 @@ def finish_effect(lease: Lease, key: str, *, state: str, result: Any = None,
                   error: Any = None, step: StepOutcome | None = None) -> None:
     """Commit the effect's outcome and, when there is one, its step, in one transaction."""
     json_param, _ = _sql_dialect()
-    with transaction.atomic():
+    # A dropped connection fails the COMMIT (or the rollback) outside the inner
+    # statements, so the whole transaction is watched, not just each statement.
+    with _confirmed(lease), transaction.atomic():
         _fenced_effect_update(
             lease,
             key,

@@ -1,0 +1,79 @@
+"""The project's URLs plus test-only views guarded by @idempotent (see test_idempotency)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from durableruns.idempotency import idempotent
+
+# What each view really did, per Idempotency-Key (the live server runs in threads).
+EXECUTIONS: Counter = Counter()
+_lock = threading.Lock()
+
+
+def _executed(request: HttpRequest) -> int:
+    with _lock:
+        EXECUTIONS[request.headers.get("Idempotency-Key", "")] += 1
+        return EXECUTIONS[request.headers.get("Idempotency-Key", "")]
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+@idempotent(scope="test-charges")
+def charge(request: HttpRequest) -> HttpResponse:
+    """Charge `amount`, slowly when asked; 402 above 1000, as a stored client error."""
+    body = json.loads(request.body or b"{}")
+    time.sleep(float(body.get("pause", 0)))
+    execution = _executed(request)
+    if body.get("amount", 0) > 1000:
+        return JsonResponse({"error": "card declined"}, status=402)
+    return JsonResponse({"charge": f"ch_{execution}", "amount": body.get("amount")}, status=201)
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+@idempotent(scope="test-flaky")
+def flaky(request: HttpRequest) -> HttpResponse:
+    """Unavailable on its first execution of each key, fine afterwards."""
+    if _executed(request) == 1:
+        return JsonResponse({"error": "try again"}, status=503)
+    return JsonResponse({"ok": True}, status=201)
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+@idempotent(scope="test-exploding")
+def exploding(request: HttpRequest) -> HttpResponse:
+    """Raises on its first execution of each key."""
+    if _executed(request) == 1:
+        raise RuntimeError("the view crashed")
+    return JsonResponse({"ok": True}, status=201)
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+@idempotent(scope="test-optional", required=False)
+def optional(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"execution": _executed(request)}, status=201)
+
+
+urlpatterns = [
+    path("test/charge", charge),
+    path("test/flaky", flaky),
+    path("test/exploding", exploding),
+    path("test/optional", optional),
+    path("", include("durableruns.urls")),
+]
