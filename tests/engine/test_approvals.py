@@ -20,7 +20,7 @@ from durableruns.engine.runs import start_run, sweep
 from durableruns.models import Approval, AuditEvent, Run, Step
 from tests.conftest import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("rung")]
 
 
 @dr.agent("approval-probe", version="1")
@@ -63,10 +63,12 @@ def test_it_suspends_awaiting_approval_holding_no_lease():
     assert executor.advance(run.id) == "skipped"  # a stray doorbell does not run it
 
 
-def test_it_returns_the_decision_to_agent_code_and_continues(alice):
+def test_it_returns_the_decision_to_agent_code_and_continues(alice, rung):
     run = _suspended()
+    rung.clear()
     approvals.decide(_approval(run), "approve", user=alice, comment="looks right")
     assert Run.objects.get(pk=run.id).status == Run.Status.QUEUED
+    assert rung == [run.id]  # the decision rings at once; no sweep needed
     run = _finish(run)
     assert run.result == {"approved": True, "decision": "approve", "payload": {"parcels": 2},
                           "comment": "looks right", "decider": "alice", "after": "continued"}
