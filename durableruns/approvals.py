@@ -24,7 +24,7 @@ from django.urls import reverse
 from . import audit, roles
 from .engine import gates, store
 from .engine.errors import SerializationError
-from .models import Approval, Run
+from .models import Approval, AuditEvent, Run
 
 log = logging.getLogger(__name__)
 State = Approval.State
@@ -152,6 +152,15 @@ def pending() -> Any:
         .select_related("run")
         .order_by("created_at", "pk")
     )
+
+
+def audit_trail(run: Run) -> Any:
+    """Audit events about a run and its approvals, oldest first."""
+    approval_ids = [str(pk) for pk in run.approvals.values_list("pk", flat=True)]
+    return AuditEvent.objects.filter(
+        Q(target_type="run", target_id=str(run.pk))
+        | Q(target_type="approval", target_id__in=approval_ids)
+    ).order_by("created_at", "pk")
 
 
 def reviewers() -> Any:

@@ -7,9 +7,8 @@ import json
 from typing import Any
 
 from django import template
-from django.db.models import Q
 
-from ..approvals import pending
+from .. import approvals
 from ..models import AuditEvent, Run
 
 register = template.Library()
@@ -17,7 +16,7 @@ register = template.Library()
 
 @register.simple_tag
 def pending_approvals_count() -> int:
-    return pending().count()
+    return approvals.pending().count()
 
 
 @register.simple_tag
@@ -28,10 +27,7 @@ def run_approvals(run: Run) -> list[Any]:
 @register.simple_tag
 def audit_trail(run: Run) -> list[AuditEvent]:
     """Human (and system) actions on this run and its approvals, oldest first."""
-    approval_ids = [str(pk) for pk in run.approvals.values_list("pk", flat=True)]
-    about_run = Q(target_type="run", target_id=str(run.pk))
-    about_approvals = Q(target_type="approval", target_id__in=approval_ids)
-    return list(AuditEvent.objects.filter(about_run | about_approvals).order_by("created_at", "pk"))
+    return list(approvals.audit_trail(run))
 
 
 @register.filter

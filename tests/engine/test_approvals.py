@@ -193,3 +193,14 @@ def test_it_does_not_count_waiting_for_a_person_against_the_time_budget(alice):
     time.sleep(1.2)  # the wait being measured: a person taking longer than the budget
     approvals.decide(_approval(run), "approve", user=alice)
     assert _finish(run).result["after"] == "continued"
+
+
+def test_it_exports_approvals_and_their_audit_events(alice):
+    from durableruns.exports import export_run
+
+    run = _suspended()
+    approvals.decide(_approval(run), "reject", user=alice, comment="no")
+    exported = export_run(_finish(run))
+    assert [(a["name"], a["state"], a["decider_name"]) for a in exported["approvals"]] == [
+        ("ship", "rejected", "alice")]
+    assert [(e["actor"], e["action"]) for e in exported["audit"]] == [("alice", "approval.reject")]
