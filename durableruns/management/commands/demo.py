@@ -72,6 +72,8 @@ class Command(BaseCommand):
 
     def _start(self, port: int) -> list[subprocess.Popen]:
         env = {**os.environ, "DURABLERUNS_PROVIDER_URL": f"http://127.0.0.1:{port}"}
+        # Links in reviewers' emails point at this demo unless configured otherwise.
+        env.setdefault("DURABLERUNS_BASE_URL", f"http://127.0.0.1:{port}")
         manage = [sys.executable, str(Path(settings.BASE_DIR, "manage.py"))]
         celery = [sys.executable, "-m", "celery", "-A", "durableruns"]
         return [
