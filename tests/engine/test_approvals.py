@@ -204,3 +204,8 @@ def test_it_exports_approvals_and_their_audit_events(alice):
     assert [(a["name"], a["state"], a["decider_name"]) for a in exported["approvals"]] == [
         ("ship", "rejected", "alice")]
     assert [(e["actor"], e["action"]) for e in exported["audit"]] == [("alice", "approval.reject")]
+
+
+def test_it_redacts_secrets_before_showing_the_payload_to_reviewers():
+    run = _suspended({"payload": {"card_number": "4242 4242 4242 4242", "note": "ok"}})
+    assert _approval(run).payload == {"card_number": "[REDACTED]", "note": "ok"}
