@@ -6,7 +6,8 @@ from typing import Any
 
 from django.forms.models import model_to_dict
 
-from .models import Run
+from .approvals import audit_trail
+from .models import AuditEvent, Run
 
 EXPORT_FORMAT = 1
 _RUN_FIELDS = ("id", "agent", "agent_version", "input", "status", "result", "error",
@@ -15,6 +16,9 @@ _RUN_FIELDS = ("id", "agent", "agent_version", "input", "status", "result", "err
                "last_error")
 _STEP_FIELDS = ("position", "step_id", "kind", "name", "tool", "fingerprint", "input", "result",
                 "error", "attempts", "schema_version")
+_APPROVAL_FIELDS = ("position", "name", "summary", "payload", "allowed", "schema", "guards",
+                    "four_eyes", "state", "decision", "decider_name", "comment",
+                    "edited_payload", "on_expiry")
 _EFFECT_FIELDS = ("position", "idempotency_key", "tool", "tool_kind", "fingerprint", "args",
                   "state", "result", "error", "attempts", "resolution", "note")
 
@@ -38,4 +42,16 @@ def export_run(run: Run) -> dict[str, Any]:
              **_times(effect, "started_at", "finished_at", "resolved_at")}
             for effect in run.effects.order_by("position")
         ],
+        "approvals": [
+            {**model_to_dict(approval, fields=_APPROVAL_FIELDS),
+             **_times(approval, "created_at", "decided_at", "expires_at")}
+            for approval in run.approvals.order_by("position")
+        ],
+        "audit": [_audit_event(event) for event in audit_trail(run)],
     }
+
+
+def _audit_event(event: AuditEvent) -> dict[str, Any]:
+    return {"actor": event.actor_name, "action": event.action, "target_type": event.target_type,
+            "target_id": event.target_id, "before": event.before, "after": event.after,
+            **_times(event, "created_at")}
