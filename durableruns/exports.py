@@ -180,7 +180,8 @@ def _step_record(step: Mapping[str, Any], run: Run) -> Step:
         name=step["name"], tool=step.get("tool", ""), fingerprint=step.get("fingerprint", ""),
         input=step.get("input"), result=step.get("result"), error=step.get("error"),
         attempts=int(step.get("attempts") or 1),
-        started_at=_time(step, "started_at", "step"), finished_at=_time(step, "finished_at", "step"),
+        started_at=_time(step, "started_at", "step"),
+        finished_at=_time(step, "finished_at", "step"),
         schema_version=int(step.get("schema_version") or 0),
     )
 

@@ -108,7 +108,7 @@ def _entry_line(entry: ReplayEntry) -> str:
     return label
 
 
-class _WouldExecute(BaseException):  # noqa: N818 - control flow, like Suspend
+class _WouldExecute(BaseException):
     """Agent code asked for a step beyond the history: a dry replay stops here."""
 
 
