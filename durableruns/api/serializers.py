@@ -36,6 +36,8 @@ class EffectSerializer(serializers.ModelSerializer):
     run = serializers.CharField(source="run_id", read_only=True)
     resolved_by = serializers.CharField(source="resolved_by.username", allow_null=True,
                                         default=None, read_only=True)
+    resolution = serializers.ChoiceField(Effect.Resolution.choices, allow_blank=True,
+                                         read_only=True, help_text="blank until resolved")
 
     class Meta:
         model = Effect

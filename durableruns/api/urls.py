@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from . import views
@@ -21,4 +21,6 @@ urlpatterns = [
     path("runs/<str:run_id>/replay/", views.run_replay, name="api-run-replay"),
     path("effects/", views.effects, name="api-effects"),
     path("effects/<int:effect_id>/", views.effect_detail, name="api-effect"),
+    # Clients of a JSON API get JSON errors, also for a path nothing here matches.
+    re_path(r"", views.not_found),
 ]

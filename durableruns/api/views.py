@@ -15,9 +15,10 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status as http
-from rest_framework.decorators import api_view
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -44,6 +45,13 @@ class _Cursor(CursorPagination):
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 200
+
+    def decode_cursor(self, request: Request) -> Any:
+        # DRF answers a bad cursor with 404; it is a bad request parameter.
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise ValidationError({"cursor": "invalid cursor"}) from None
 
 
 class RunCursor(_Cursor):
@@ -141,7 +149,8 @@ def run_detail(request: Request, run_id: str) -> Response:
 
 
 @login_not_required
-@extend_schema(operation_id="runs_steps_list", responses={200: s.StepPage, **DENIED, **MISSING},
+@extend_schema(operation_id="runs_steps_list",
+               responses={200: s.StepPage, **DENIED, **MISSING, **INVALID},
                parameters=_page_params())
 @api_view(["GET"])
 def run_steps(request: Request, run_id: str) -> Response:
@@ -152,7 +161,8 @@ def run_steps(request: Request, run_id: str) -> Response:
 
 @login_not_required
 @extend_schema(operation_id="runs_effects_list",
-               responses={200: s.EffectPage, **DENIED, **MISSING}, parameters=_page_params())
+               responses={200: s.EffectPage, **DENIED, **MISSING, **INVALID},
+               parameters=_page_params())
 @api_view(["GET"])
 def run_effects(request: Request, run_id: str) -> Response:
     _require(request, roles.VIEW_RUNS)
@@ -270,3 +280,11 @@ def effect_detail(request: Request, effect_id: int) -> Response:
     _require(request, roles.VIEW_RUNS)
     effect = get_object_or_404(Effect.objects.select_related("resolved_by"), pk=effect_id)
     return Response(s.EffectSerializer(effect).data)
+
+
+@login_not_required
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE"])
+@permission_classes([AllowAny])
+def not_found(request: Request) -> Response:
+    raise NotFound("no such API endpoint")
