@@ -169,6 +169,8 @@ def _run_record(run: Mapping[str, Any]) -> Run:
         steps_used=int(run.get("steps_used") or 0), fork_position=run.get("fork_position"),
         sandbox=bool(run.get("sandbox", False)), tokens_in=int(run.get("tokens_in") or 0),
         tokens_out=int(run.get("tokens_out") or 0), last_error=run.get("last_error"),
+        fence=int(run.get("fence") or 0), retry_position=run.get("retry_position"),
+        retry_attempts=int(run.get("retry_attempts") or 0),
         started_at=_time(run, "started_at", "run", required=False),
         finished_at=_time(run, "finished_at", "run", required=False),
     )
@@ -229,6 +231,7 @@ def import_run(doc: Any) -> tuple[Run, bool]:
     try:
         with transaction.atomic():
             run.save(force_insert=True)
+            _keep_origin(run, doc["run"])
             Step.objects.bulk_create(steps)
             Effect.objects.bulk_create(effects)
     except IntegrityError as exc:
@@ -237,6 +240,19 @@ def import_run(doc: Any) -> tuple[Run, bool]:
             return _same_import(existing, run), False
         raise ExportError(f"cannot import run {run.id}: {exc}") from None
     return run, True
+
+
+def _keep_origin(run: Run, exported: Mapping[str, Any]) -> None:
+    """Keep when the run was created, and its parent when that run is here too."""
+    fields: dict[str, Any] = {}
+    if created := _time(exported, "created_at", "run", required=False):
+        fields["created_at"] = created
+    parent = exported.get("parent")
+    if isinstance(parent, str) and Run.objects.filter(pk=parent).exists():
+        fields["parent_id"] = parent
+    if fields:
+        Run.objects.filter(pk=run.pk).update(**fields)
+        run.refresh_from_db()
 
 
 def _same_import(existing: Run, run: Run) -> Run:
