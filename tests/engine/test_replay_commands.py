@@ -97,7 +97,7 @@ def test_export_then_import_recreates_the_run_on_another_database(provider_url, 
     assert out.getvalue().strip() == "recorded"
     after = _export("recorded", tmp_path / "again.json")
     for doc in (before, after):
-        doc.pop("audit_events")
+        doc.pop("audit")
     assert after == before
     assert "OK: 5 steps replayed" in _replay("recorded")
 
