@@ -60,6 +60,7 @@ class Run:
         self.id = record.id
         self.agent = record.agent
         self.agent_version = record.agent_version
+        self.sandbox = bool(getattr(record, "sandbox", False))
         self._record = record
         self._lease = lease
         self._history = history
@@ -344,6 +345,8 @@ class _EffectCall:
         self.attempt = self.run.attempt_for(self.position)
         self.started = timezone.now()
         existing = self.run._effects.get(self.position)
+        if self.run.sandbox:
+            return self._sandboxed(existing)
         if existing is None:
             store.start_effect(
                 self.lease, position=self.position, key=self.key, tool=self.tool.name,
@@ -356,6 +359,19 @@ class _EffectCall:
             store.restart_effect(self.lease, self.key)
         crashpoints.crash_point(crashpoints.AFTER_EFFECT_STARTED, self.run.id, self.position)
         return self._call()
+
+    def _sandboxed(self, existing: Effect | None) -> Any:
+        """A sandboxed run records the call it would make, and does not make it."""
+        if existing is None:
+            store.start_effect(
+                self.lease, position=self.position, key=self.key, tool=self.tool.name,
+                tool_kind=self.tool.kind, fingerprint=self.request.fingerprint, args=self.args,
+            )
+        if self.tool.sandbox_fn is not None:
+            value = self.tool.sandbox_fn(**self.args, idempotency_key=self.key)
+        else:
+            value = {"sandboxed": True, "tool": self.tool.name, "args": self.args}
+        return self._commit(Effect.State.SANDBOXED, store.normalise(value), None)
 
     def _recover(self, effect: Effect) -> Any:
         """Decide what a previous attempt's ledger row means (invariant 5)."""
