@@ -1,11 +1,21 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .web import views
+from .web import actions, ledger, views
 
 urlpatterns = [
     path("", views.runs, name="runs"),
     path("runs/<str:run_id>/", views.run, name="run"),
+    # Operator dashboard (issue 5)
+    path("runs-statuses/", views.run_statuses, name="run-statuses"),
+    path("runs-bulk/", actions.bulk, name="runs-bulk"),
+    path("runs/<str:run_id>/cancel/", actions.cancel, name="run-cancel"),
+    path("runs/<str:run_id>/resume/", actions.resume, name="run-resume"),
+    path("runs/<str:run_id>/replay/", actions.replay, name="run-replay"),
+    path("runs/<str:run_id>/fork/", actions.fork, name="run-fork"),
+    path("effects/", ledger.effects, name="effects"),
+    path("escalations/", ledger.escalations, name="escalations"),
+    path("escalations/<int:effect_id>/resolve/", ledger.resolve, name="escalation-resolve"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
