@@ -1,22 +1,37 @@
-"""The exported form of a run: one JSON document, also the scriptable way to inspect it."""
+"""The exported form of a run: one JSON document, also the scriptable way to inspect it.
+
+`export_run` writes it, `import_run` reads it back into another database (so a
+production run can be replayed on a laptop), and `history_from_export` turns it into
+unsaved rows for a dry replay that touches no database at all.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 
-from .models import Run
+from .engine.keys import fingerprint
+from .engine.runs import RUN_ID_PATTERN
+from .models import AuditEvent, Effect, Run, Step
 
 EXPORT_FORMAT = 1
 _RUN_FIELDS = ("id", "agent", "agent_version", "input", "status", "result", "error",
                "max_steps", "max_duration_seconds", "steps_used", "fence", "parent",
-               "fork_position", "tokens_in", "tokens_out", "retry_position", "retry_attempts",
-               "last_error")
+               "fork_position", "sandbox", "tokens_in", "tokens_out", "retry_position",
+               "retry_attempts", "last_error")
 _STEP_FIELDS = ("position", "step_id", "kind", "name", "tool", "fingerprint", "input", "result",
                 "error", "attempts", "schema_version")
 _EFFECT_FIELDS = ("position", "idempotency_key", "tool", "tool_kind", "fingerprint", "args",
                   "state", "result", "error", "attempts", "resolution", "note")
+_AUDIT_FIELDS = ("actor_name", "action", "target_type", "target_id", "before", "after")
+
+
+class ExportError(ValueError):
+    """An exported document that cannot be read back; the message names the field."""
 
 
 def _times(obj: Any, *names: str) -> dict[str, str | None]:
@@ -38,4 +53,196 @@ def export_run(run: Run) -> dict[str, Any]:
              **_times(effect, "started_at", "finished_at", "resolved_at")}
             for effect in run.effects.order_by("position")
         ],
+        # For reading only: the audit log is append-only and keeps its own times,
+        # so an import does not rewrite it into the other database.
+        "audit_events": [
+            {**model_to_dict(event, fields=_AUDIT_FIELDS), **_times(event, "created_at")}
+            for event in AuditEvent.objects.filter(target_type="run", target_id=run.id)
+            .order_by("created_at", "id")
+        ],
     }
+
+
+# --- Reading a document back -----------------------------------------------------
+
+
+def _require(obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise ExportError(f"{where}: missing field {key!r}")
+    value = obj[key]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _tuple(types)):
+        names = "/".join(t.__name__ for t in _tuple(types))
+        raise ExportError(f"{where}: field {key!r} must be {names}, not {type(value).__name__}")
+    return value
+
+
+def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _choice(obj: Mapping[str, Any], key: str, choices: Any, where: str) -> str:
+    value = _require(obj, key, str, where)
+    if value not in choices.values:
+        raise ExportError(f"{where}: {key} {value!r} is not one of {sorted(choices.values)}")
+    return value
+
+
+def _time(obj: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> Any:
+    value = obj.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise ExportError(f"{where}: field {key!r} must be an ISO 8601 time")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ExportError(f"{where}: field {key!r} is not an ISO 8601 time: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ExportError(f"{where}: field {key!r} must carry a time zone")
+    return parsed
+
+
+def validate(doc: Any) -> dict[str, Any]:
+    """Check the document's shape; raises ExportError naming the first bad field."""
+    if not isinstance(doc, Mapping):
+        raise ExportError("an exported run must be a JSON object")
+    if doc.get("format") != EXPORT_FORMAT:
+        raise ExportError(f"unsupported export format {doc.get('format')!r} "
+                          f"(this version reads format {EXPORT_FORMAT})")
+    run = _require(doc, "run", dict, "document")
+    run_id = _require(run, "id", str, "run")
+    if not RUN_ID_PATTERN.match(run_id):
+        raise ExportError(f"run: id {run_id!r} is not a valid run id")
+    for key in ("agent", "agent_version"):
+        _require(run, key, str, "run")
+    _require(run, "input", dict, "run")
+    _choice(run, "status", Run.Status, "run")
+    _require(run, "max_steps", int, "run")
+    _require(run, "max_duration_seconds", (int, float), "run")
+    steps = _require(doc, "steps", list, "document")
+    positions = [_validate_step(step, i) for i, step in enumerate(steps)]
+    if len(set(positions)) != len(positions):
+        raise ExportError("steps: two steps share a position")
+    effects = doc.get("effects", [])
+    if not isinstance(effects, list):
+        raise ExportError("document: field 'effects' must be list")
+    for i, effect in enumerate(effects):
+        _validate_effect(effect, i)
+    return dict(doc)
+
+
+def _validate_step(step: Any, index: int) -> int:
+    where = f"steps[{index}]"
+    if not isinstance(step, Mapping):
+        raise ExportError(f"{where}: must be an object")
+    position = _require(step, "position", int, where)
+    if position < 0:
+        raise ExportError(f"{where}: position must not be negative")
+    _choice(step, "kind", Step.Kind, where)
+    for key in ("name", "step_id"):
+        _require(step, key, str, where)
+    for key in ("tool", "fingerprint"):
+        if not isinstance(step.get(key, ""), str):
+            raise ExportError(f"{where}: field {key!r} must be str")
+    _time(step, "started_at", where)
+    _time(step, "finished_at", where)
+    return position
+
+
+def _validate_effect(effect: Any, index: int) -> None:
+    where = f"effects[{index}]"
+    if not isinstance(effect, Mapping):
+        raise ExportError(f"{where}: must be an object")
+    _require(effect, "position", int, where)
+    for key in ("idempotency_key", "tool", "tool_kind", "fingerprint"):
+        _require(effect, key, str, where)
+    _choice(effect, "state", Effect.State, where)
+    _time(effect, "started_at", where)
+
+
+def _run_record(run: Mapping[str, Any]) -> Run:
+    return Run(
+        id=run["id"], agent=run["agent"], agent_version=run["agent_version"],
+        input=run["input"], status=run["status"], result=run.get("result"),
+        error=run.get("error"), max_steps=run["max_steps"],
+        max_duration_seconds=float(run["max_duration_seconds"]),
+        steps_used=int(run.get("steps_used") or 0), fork_position=run.get("fork_position"),
+        sandbox=bool(run.get("sandbox", False)), tokens_in=int(run.get("tokens_in") or 0),
+        tokens_out=int(run.get("tokens_out") or 0), last_error=run.get("last_error"),
+        started_at=_time(run, "started_at", "run", required=False),
+        finished_at=_time(run, "finished_at", "run", required=False),
+    )
+
+
+def _step_record(step: Mapping[str, Any], run: Run) -> Step:
+    return Step(
+        run=run, position=step["position"], step_id=step["step_id"], kind=step["kind"],
+        name=step["name"], tool=step.get("tool", ""), fingerprint=step.get("fingerprint", ""),
+        input=step.get("input"), result=step.get("result"), error=step.get("error"),
+        attempts=int(step.get("attempts") or 1),
+        started_at=_time(step, "started_at", "step"),
+        finished_at=_time(step, "finished_at", "step"),
+        schema_version=int(step.get("schema_version") or 0),
+    )
+
+
+def _effect_record(effect: Mapping[str, Any], run: Run) -> Effect:
+    return Effect(
+        run=run, position=effect["position"], idempotency_key=effect["idempotency_key"],
+        tool=effect["tool"], tool_kind=effect["tool_kind"], fingerprint=effect["fingerprint"],
+        args=effect.get("args"), state=effect["state"], result=effect.get("result"),
+        error=effect.get("error"), attempts=int(effect.get("attempts") or 1),
+        started_at=_time(effect, "started_at", "effect"),
+        finished_at=_time(effect, "finished_at", "effect", required=False),
+        resolution=effect.get("resolution") or "", note=effect.get("note") or "",
+        resolved_at=_time(effect, "resolved_at", "effect", required=False),
+    )
+
+
+def history_from_export(doc: Mapping[str, Any]) -> tuple[Run, dict[int, Step]]:
+    """Unsaved run and step rows from a document, for a replay that writes nothing."""
+    doc = validate(doc)
+    run = _run_record(doc["run"])
+    steps = {s["position"]: _step_record(s, run) for s in doc["steps"]}
+    return run, dict(sorted(steps.items()))
+
+
+# A run imported in one of these states would be executed by this database's workers
+# at once; it waits instead, until an operator resumes it on purpose.
+_HELD_ON_IMPORT = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+def import_run(doc: Any) -> tuple[Run, bool]:
+    """Create the run, its steps and effects from a document. Returns (run, created).
+
+    Idempotent on the run id: importing the same run again changes nothing; a
+    different run under an existing id is refused."""
+    doc = validate(doc)
+    run = _run_record(doc["run"])
+    existing = Run.objects.filter(pk=run.id).first()
+    if existing is not None:
+        return _same_import(existing, run), False
+    if run.status in _HELD_ON_IMPORT:
+        run.status = Run.Status.WAITING
+    steps = [_step_record(s, run) for s in doc["steps"]]
+    effects = [_effect_record(e, run) for e in doc.get("effects", [])]
+    try:
+        with transaction.atomic():
+            run.save(force_insert=True)
+            Step.objects.bulk_create(steps)
+            Effect.objects.bulk_create(effects)
+    except IntegrityError as exc:
+        existing = Run.objects.filter(pk=run.id).first()
+        if existing is not None:  # imported concurrently by someone else
+            return _same_import(existing, run), False
+        raise ExportError(f"cannot import run {run.id}: {exc}") from None
+    return run, True
+
+
+def _same_import(existing: Run, run: Run) -> Run:
+    if (existing.agent, existing.agent_version) != (run.agent, run.agent_version) or (
+        fingerprint(existing.input) != fingerprint(run.input)
+    ):
+        raise ExportError(f"a different run {run.id} already exists here "
+                          "(another agent, version or input)")
+    return existing

@@ -46,6 +46,9 @@ class Run(models.Model):
     last_error = models.JSONField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
     fork_position = models.PositiveIntegerField(null=True, blank=True)
+    # A sandboxed run (a fork made to try something) never calls write tools; its
+    # ledger records what they would have been called with.
+    sandbox = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -68,7 +71,9 @@ class Run(models.Model):
                 name="run_running_lease",
                 condition=Q(status="running"),
             ),
-            models.Index(fields=["wake_at"], name="run_waiting_wake", condition=Q(status="waiting")),
+            models.Index(
+                fields=["wake_at"], name="run_waiting_wake", condition=Q(status="waiting")
+            ),
             models.Index(fields=["rang_at"], name="run_queued_rang", condition=Q(status="queued")),
         ]
 
@@ -136,6 +141,7 @@ class Effect(models.Model):
         FAILED = "failed"
         UNKNOWN = "unknown"
         RESOLVED = "resolved"
+        SANDBOXED = "sandboxed"  # a write a sandboxed run did not make
 
     class Resolution(models.TextChoices):
         HAPPENED = "happened"

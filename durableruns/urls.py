@@ -20,4 +20,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
     path("providers/", include("durableruns.demo.urls")),
+    path("api/", include("durableruns.api.urls")),
 ]

@@ -100,6 +100,17 @@ def refund_unsafe(order_id: str, cents: int, fail_first: int = 0, *,
     return _write("payments", "none", idempotency_key, body)
 
 
+def _sandbox_refund(order_id: str, cents: int, fail_first: int = 0, *,
+                    idempotency_key: str) -> dict:
+    # What a sandboxed fork gets back: shaped like the provider's answer, marked as not real.
+    return {"refund_id": "re_sandbox", "status": "sandboxed", "order_id": order_id,
+            "cents": cents}
+
+
+for _tool in (refund, refund_with_lookup, refund_unsafe):
+    _tool.sandbox(_sandbox_refund)
+
+
 REFUND_TOOLS = {"dedupe": refund, "lookup": refund_with_lookup, "none": refund_unsafe}
 
 
@@ -124,6 +135,14 @@ def find_email(to: str, subject: str, body: str, *, idempotency_key: str) -> dic
 @dr.tool(kind=dr.UNSAFE_WRITE)
 def send_email_unsafe(to: str, subject: str, body: str, *, idempotency_key: str) -> dict:
     return _write("email", "none", idempotency_key, {"to": to, "subject": subject, "body": body})
+
+
+def _sandbox_email(to: str, subject: str, body: str, *, idempotency_key: str) -> dict:
+    return {"message_id": "msg_sandbox", "status": "sandboxed", "to": to}
+
+
+for _tool in (send_email, send_email_with_lookup, send_email_unsafe):
+    _tool.sandbox(_sandbox_email)
 
 
 EMAIL_TOOLS = {"dedupe": send_email, "lookup": send_email_with_lookup, "none": send_email_unsafe}

@@ -26,7 +26,6 @@ from .checkpoints import migrate
 from .errors import (
     AmbiguousOutcome,
     BudgetExceeded,
-    DurableRunsError,
     NonDeterminismError,
     Suspend,
     TransientError,
@@ -61,6 +60,7 @@ class Run:
         self.id = record.id
         self.agent = record.agent
         self.agent_version = record.agent_version
+        self.sandbox = bool(getattr(record, "sandbox", False))
         self._record = record
         self._lease = lease
         self._history = history
@@ -278,13 +278,15 @@ class _EffectCall:
                  args: dict[str, Any], key: str) -> None:
         self.run, self.position, self.request = run, position, request
         self.tool, self.args, self.key = tool, args, key
-        self.lease = run._lease  # noqa: SLF001 - the effect call is part of the context
+        self.lease = run._lease
 
     def execute(self) -> Any:
         self.run.before_new_step(self.position)
         self.attempt = self.run.attempt_for(self.position)
         self.started = timezone.now()
-        existing = self.run._effects.get(self.position)  # noqa: SLF001
+        existing = self.run._effects.get(self.position)
+        if self.run.sandbox:
+            return self._sandboxed(existing)
         if existing is None:
             store.start_effect(
                 self.lease, position=self.position, key=self.key, tool=self.tool.name,
@@ -297,6 +299,19 @@ class _EffectCall:
             store.restart_effect(self.lease, self.key)
         crashpoints.crash_point(crashpoints.AFTER_EFFECT_STARTED, self.run.id, self.position)
         return self._call()
+
+    def _sandboxed(self, existing: Effect | None) -> Any:
+        """A sandboxed run records the call it would make, and does not make it."""
+        if existing is None:
+            store.start_effect(
+                self.lease, position=self.position, key=self.key, tool=self.tool.name,
+                tool_kind=self.tool.kind, fingerprint=self.request.fingerprint, args=self.args,
+            )
+        if self.tool.sandbox_fn is not None:
+            value = self.tool.sandbox_fn(**self.args, idempotency_key=self.key)
+        else:
+            value = {"sandboxed": True, "tool": self.tool.name, "args": self.args}
+        return self._commit(Effect.State.SANDBOXED, store.normalise(value), None)
 
     def _recover(self, effect: Effect) -> Any:
         """Decide what a previous attempt's ledger row means (invariant 5)."""

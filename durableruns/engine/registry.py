@@ -34,6 +34,12 @@ class Tool:
     fn: Callable[..., Any]
     kind: str
     reconcile_fn: Callable[..., Any] | None = None
+    sandbox_fn: Callable[..., Any] | None = None
+
+    def sandbox(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register what a sandboxed run gets back instead of calling this write tool."""
+        self.sandbox_fn = fn
+        return fn
 
     def reconcile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Register the read-before-write hook: the result if the call happened, else None."""

@@ -1,0 +1,118 @@
+"""What the API reads and writes. Responses are model rows; requests are small forms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from ..engine.runs import RUN_ID_PATTERN
+from ..models import Effect, Run, Step
+
+
+class RunSerializer(serializers.ModelSerializer):
+    parent = serializers.CharField(source="parent_id", allow_null=True, read_only=True)
+    created_by = serializers.CharField(source="created_by.username", allow_null=True,
+                                       default=None, read_only=True)
+
+    class Meta:
+        model = Run
+        fields = ("id", "agent", "agent_version", "input", "status", "result", "error",
+                  "last_error", "max_steps", "max_duration_seconds", "steps_used", "parent",
+                  "fork_position", "sandbox", "tokens_in", "tokens_out", "created_by",
+                  "created_at", "started_at", "finished_at", "updated_at", "wake_at")
+        read_only_fields = fields
+
+
+class StepSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Step
+        fields = ("position", "step_id", "kind", "name", "tool", "fingerprint", "input",
+                  "result", "error", "attempts", "started_at", "finished_at", "schema_version")
+        read_only_fields = fields
+
+
+class EffectSerializer(serializers.ModelSerializer):
+    run = serializers.CharField(source="run_id", read_only=True)
+    resolved_by = serializers.CharField(source="resolved_by.username", allow_null=True,
+                                        default=None, read_only=True)
+
+    class Meta:
+        model = Effect
+        fields = ("id", "run", "position", "idempotency_key", "tool", "tool_kind",
+                  "fingerprint", "args", "state", "result", "error", "attempts", "started_at",
+                  "finished_at", "resolution", "resolved_by", "resolved_at", "note")
+        read_only_fields = fields
+
+
+def page_of(item: type[serializers.Serializer], name: str) -> type[serializers.Serializer]:
+    """A cursor page (next/previous links and results), named for the OpenAPI schema."""
+    return type(name, (serializers.Serializer,), {
+        "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True),
+        "results": item(many=True),
+    })
+
+
+RunPage = page_of(RunSerializer, "RunPage")
+StepPage = page_of(StepSerializer, "StepPage")
+EffectPage = page_of(EffectSerializer, "EffectPage")
+
+
+class StartRunSerializer(serializers.Serializer):
+    agent = serializers.CharField(max_length=100)
+    input = serializers.DictField(default=dict, help_text="the run input, a JSON object")
+    run_id = serializers.CharField(
+        max_length=64, required=False,
+        help_text="a client-chosen id; starting again with it returns the same run",
+    )
+    agent_version = serializers.CharField(max_length=100, required=False,
+                                          help_text="default: the newest registered version")
+
+    def validate_run_id(self, value: str) -> str:
+        if not RUN_ID_PATTERN.match(value):
+            raise serializers.ValidationError("1-64 letters, digits, '.', '_' or '-'")
+        return value
+
+
+class ForkSerializer(serializers.Serializer):
+    position = serializers.IntegerField(min_value=0,
+                                        help_text="reuse steps before it, execute from it")
+    sandbox = serializers.BooleanField(default=False,
+                                       help_text="record write-tool calls without making them")
+
+
+class ForkPreviewQuery(serializers.Serializer):
+    position = serializers.IntegerField(min_value=0)
+
+
+class ReplayEntrySerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["replayed", "diverged", "would_execute"])
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    tool = serializers.CharField(allow_blank=True)
+    expected = serializers.CharField(allow_blank=True)
+    actual = serializers.CharField(allow_blank=True)
+    outcome = serializers.CharField(allow_blank=True)
+    message = serializers.CharField(allow_blank=True)
+
+
+class ReplayReportSerializer(serializers.Serializer):
+    run_id = serializers.CharField()
+    agent = serializers.CharField()
+    agent_version = serializers.CharField()
+    recorded_steps = serializers.IntegerField()
+    ok = serializers.BooleanField()
+    ending = serializers.CharField()
+    summary = serializers.SerializerMethodField()
+    entries = ReplayEntrySerializer(many=True)
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+
+    def get_summary(self, report: Any) -> str:
+        return report.summary()
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_not_required
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+from . import views
+
+urlpatterns = [
+    # The schema describes the API, not its data: public, so tools can read it.
+    path("schema/", login_not_required(SpectacularAPIView.as_view(
+        authentication_classes=[], permission_classes=[])), name="api-schema"),
+    path("runs/", views.runs, name="api-runs"),
+    path("runs/<str:run_id>/", views.run_detail, name="api-run"),
+    path("runs/<str:run_id>/steps/", views.run_steps, name="api-run-steps"),
+    path("runs/<str:run_id>/effects/", views.run_effects, name="api-run-effects"),
+    path("runs/<str:run_id>/cancel/", views.run_cancel, name="api-run-cancel"),
+    path("runs/<str:run_id>/resume/", views.run_resume, name="api-run-resume"),
+    path("runs/<str:run_id>/fork/", views.run_fork, name="api-run-fork"),
+    path("runs/<str:run_id>/fork-preview/", views.run_fork_preview, name="api-run-fork-preview"),
+    path("runs/<str:run_id>/replay/", views.run_replay, name="api-run-replay"),
+    path("effects/", views.effects, name="api-effects"),
+    path("effects/<int:effect_id>/", views.effect_detail, name="api-effect"),
+]

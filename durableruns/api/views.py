@@ -1,0 +1,272 @@
+"""API views. Each checks the same permission as the matching page (durableruns.roles);
+authentication (token or session) is DRF's, so anonymous requests get 401.
+
+The views are exempt from LoginRequiredMiddleware, which only knows session logins:
+DRF authenticates the request itself, and token clients have no session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_not_required
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status as http
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .. import audit, roles
+from ..engine import operations, replay
+from ..engine.errors import DurableRunsError
+from ..engine.runs import RunConflict, start_run
+from ..models import Effect, Run
+from . import serializers as s
+
+DENIED = {401: OpenApiResponse(s.ErrorSerializer, "not authenticated"),
+          403: OpenApiResponse(s.ErrorSerializer, "authenticated, without the permission")}
+MISSING = {404: OpenApiResponse(s.ErrorSerializer, "no such run or effect")}
+INVALID = {400: OpenApiResponse(description="invalid request: field errors or detail")}
+CONFLICT = {409: OpenApiResponse(s.ErrorSerializer, "the run is not in a state for this")}
+
+
+def _require(request: Request, perm: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied(f"needs {perm}")
+
+
+class _Cursor(CursorPagination):
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+
+class RunCursor(_Cursor):
+    ordering = ("-created_at", "-id")
+
+
+class StepCursor(_Cursor):
+    ordering = ("position",)
+
+
+class EffectCursor(_Cursor):
+    ordering = ("id",)
+
+
+def _page(request: Request, queryset: Any, cursor: type[_Cursor],
+          serializer: type[s.serializers.Serializer]) -> Response:
+    paginator = cursor()
+    rows = paginator.paginate_queryset(queryset, request)
+    return paginator.get_paginated_response(serializer(rows, many=True).data)
+
+
+def _choice(request: Request, name: str, choices: Any) -> str | None:
+    value = request.query_params.get(name)
+    if value is not None and value not in choices.values:
+        raise ValidationError({name: f"must be one of {sorted(choices.values)}"})
+    return value
+
+
+def _page_params(*extra: OpenApiParameter) -> list[OpenApiParameter]:
+    return [
+        OpenApiParameter("cursor", OpenApiTypes.STR, description="from a next/previous link"),
+        OpenApiParameter("limit", OpenApiTypes.INT, description="page size, at most 200"),
+        *extra,
+    ]
+
+
+# --- Runs ----------------------------------------------------------------------------
+
+
+@login_not_required
+@extend_schema(
+    methods=["GET"], operation_id="runs_list", responses={200: s.RunPage, **DENIED, **INVALID},
+    parameters=_page_params(
+        OpenApiParameter("status", OpenApiTypes.STR, enum=Run.Status.values),
+        OpenApiParameter("agent", OpenApiTypes.STR),
+    ),
+    description="Runs, newest first, with keyset (cursor) pagination.",
+)
+@extend_schema(
+    methods=["POST"], operation_id="runs_start", request=s.StartRunSerializer,
+    responses={201: s.RunSerializer, 200: s.RunSerializer, **DENIED, **INVALID, **CONFLICT},
+    description="Start a run. Idempotent on `run_id`: repeating the request returns the "
+    "same run (200); the same id with another agent or input is a 409.",
+)
+@api_view(["GET", "POST"])
+def runs(request: Request) -> Response:
+    if request.method == "POST":
+        return _start(request)
+    _require(request, roles.VIEW_RUNS)
+    queryset = Run.objects.select_related("created_by")
+    if state := _choice(request, "status", Run.Status):
+        queryset = queryset.filter(status=state)
+    if agent := request.query_params.get("agent"):
+        queryset = queryset.filter(agent=agent)
+    return _page(request, queryset, RunCursor, s.RunSerializer)
+
+
+def _start(request: Request) -> Response:
+    _require(request, roles.OPERATE_RUNS)
+    form = s.StartRunSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    data = form.validated_data
+    try:
+        with transaction.atomic():
+            run, created = start_run(data["agent"], data["input"], run_id=data.get("run_id"),
+                                     user=request.user, version=data.get("agent_version"))
+            if created:
+                audit.record(request.user, "run.start", run,
+                             after={"agent": run.agent, "version": run.agent_version})
+    except RunConflict as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
+    except DurableRunsError as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
+    return Response(s.RunSerializer(run).data,
+                    status=http.HTTP_201_CREATED if created else http.HTTP_200_OK)
+
+
+@login_not_required
+@extend_schema(responses={200: s.RunSerializer, **DENIED, **MISSING})
+@api_view(["GET"])
+def run_detail(request: Request, run_id: str) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    run = get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
+    return Response(s.RunSerializer(run).data)
+
+
+@login_not_required
+@extend_schema(operation_id="runs_steps_list", responses={200: s.StepPage, **DENIED, **MISSING},
+               parameters=_page_params())
+@api_view(["GET"])
+def run_steps(request: Request, run_id: str) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    run = get_object_or_404(Run, pk=run_id)
+    return _page(request, run.steps.all(), StepCursor, s.StepSerializer)
+
+
+@login_not_required
+@extend_schema(operation_id="runs_effects_list",
+               responses={200: s.EffectPage, **DENIED, **MISSING}, parameters=_page_params())
+@api_view(["GET"])
+def run_effects(request: Request, run_id: str) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    run = get_object_or_404(Run, pk=run_id)
+    return _page(request, run.effects.select_related("resolved_by"), EffectCursor,
+                 s.EffectSerializer)
+
+
+# --- Operator actions ------------------------------------------------------------------
+
+
+def _operated(request: Request, run_id: str) -> Run:
+    _require(request, roles.OPERATE_RUNS)
+    return get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
+
+
+def _action_result(run: Run, done: bool, reached: tuple[str, ...], what: str) -> Response:
+    run.refresh_from_db()
+    if not done and run.status not in reached:
+        return Response({"detail": f"run {run.id} is {run.status}; it cannot be {what}"},
+                        status=http.HTTP_409_CONFLICT)
+    return Response(s.RunSerializer(run).data)
+
+
+@login_not_required
+@extend_schema(request=None, responses={200: s.RunSerializer, **DENIED, **MISSING, **CONFLICT},
+               description="Cancel a run that has not finished; repeating it is harmless.")
+@api_view(["POST"])
+def run_cancel(request: Request, run_id: str) -> Response:
+    run = _operated(request, run_id)
+    done = operations.cancel(run, user=request.user)
+    return _action_result(run, done, (Run.Status.CANCELLED,), "cancelled")
+
+
+@login_not_required
+@extend_schema(request=None, responses={200: s.RunSerializer, **DENIED, **MISSING, **CONFLICT},
+               description="Continue a failed, cancelled or waiting run from its last "
+               "checkpoint, with the same idempotency keys.")
+@api_view(["POST"])
+def run_resume(request: Request, run_id: str) -> Response:
+    run = _operated(request, run_id)
+    done = operations.resume(run, user=request.user)
+    return _action_result(run, done, (Run.Status.QUEUED, Run.Status.RUNNING), "resumed")
+
+
+@login_not_required
+@extend_schema(request=s.ForkSerializer,
+               responses={201: s.RunSerializer, **DENIED, **MISSING, **INVALID},
+               description="A new run reusing the recorded steps before `position`.")
+@api_view(["POST"])
+def run_fork(request: Request, run_id: str) -> Response:
+    run = _operated(request, run_id)
+    form = s.ForkSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    try:
+        child = replay.fork(run, form.validated_data["position"], user=request.user,
+                            sandbox=form.validated_data["sandbox"])
+    except replay.ForkError as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
+    return Response(s.RunSerializer(child).data, status=http.HTTP_201_CREATED)
+
+
+@login_not_required
+@extend_schema(
+    parameters=[OpenApiParameter("position", OpenApiTypes.INT, required=True)],
+    responses={200: s.EffectSerializer(many=True), **DENIED, **MISSING, **INVALID},
+    description="The effects a fork from `position` would execute again, with new keys.",
+)
+@api_view(["GET"])
+def run_fork_preview(request: Request, run_id: str) -> Response:
+    run = _operated(request, run_id)
+    query = s.ForkPreviewQuery(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    effects = replay.fork_preview(run, query.validated_data["position"])
+    return Response(s.EffectSerializer(effects, many=True).data)
+
+
+@login_not_required
+@extend_schema(responses={200: s.ReplayReportSerializer, **DENIED, **MISSING},
+               description="Dry replay: agent code against the recorded history, with every "
+               "tool and model call forbidden. Writes nothing.")
+@api_view(["GET"])
+def run_replay(request: Request, run_id: str) -> Response:
+    run = _operated(request, run_id)
+    return Response(s.ReplayReportSerializer(replay.dry_replay(run)).data)
+
+
+# --- Effects -----------------------------------------------------------------------------
+
+
+@login_not_required
+@extend_schema(
+    operation_id="effects_list", responses={200: s.EffectPage, **DENIED, **INVALID},
+    parameters=_page_params(
+        OpenApiParameter("state", OpenApiTypes.STR, enum=Effect.State.values,
+                         description="`unknown` lists the open escalations"),
+        OpenApiParameter("idempotency_key", OpenApiTypes.STR, description="exact match"),
+    ),
+)
+@api_view(["GET"])
+def effects(request: Request) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    queryset = Effect.objects.select_related("resolved_by")
+    if state := _choice(request, "state", Effect.State):
+        queryset = queryset.filter(state=state)
+    if key := request.query_params.get("idempotency_key"):
+        queryset = queryset.filter(idempotency_key=key)
+    return _page(request, queryset, EffectCursor, s.EffectSerializer)
+
+
+@login_not_required
+@extend_schema(responses={200: s.EffectSerializer, **DENIED, **MISSING})
+@api_view(["GET"])
+def effect_detail(request: Request, effect_id: int) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    effect = get_object_or_404(Effect.objects.select_related("resolved_by"), pk=effect_id)
+    return Response(s.EffectSerializer(effect).data)

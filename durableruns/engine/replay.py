@@ -1,0 +1,284 @@
+"""Dry replay, fork preview and fork (ARCHITECTURE.md section 6).
+
+A dry replay runs agent code through the engine's own Run context, so the same
+history lookup and the same divergence check (invariant 9) decide each position;
+the only difference is that a new step is never executed: the replay stops where
+agent code would do new work. It writes nothing to the database and calls no tool
+and no model, so it is safe on a production run, and it works on an exported
+document as well as on a stored run.
+
+A fork is a new run (new id, so new idempotency keys) whose history before the fork
+position is a copy of the parent's steps; the executor replays those and executes
+the rest. Effect rows are not copied: their keys belong to the parent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from .. import audit
+from ..exports import ExportError, history_from_export
+from ..models import Effect, Step
+from ..models import Run as RunRecord
+from . import doorbell, registry, store
+from .context import Run, StepRequest
+from .errors import NonDeterminismError, Suspend, UnknownAgent, UsageError
+from .outcomes import describe
+
+REPLAYED, DIVERGED, WOULD_EXECUTE = "replayed", "diverged", "would_execute"
+
+
+@dataclass
+class ReplayEntry:
+    """What happened at one position of a dry replay."""
+
+    position: int
+    status: str  # REPLAYED, DIVERGED or WOULD_EXECUTE
+    kind: str
+    name: str
+    tool: str = ""
+    expected: str = ""  # the recorded step, described as the engine's errors describe it
+    actual: str = ""  # what agent code asked for now
+    outcome: str = ""  # for a replayed step: "result" or "error"
+    message: str = ""
+
+
+@dataclass
+class ReplayReport:
+    run_id: str
+    agent: str
+    agent_version: str
+    recorded_steps: int
+    entries: list[ReplayEntry] = field(default_factory=list)
+    # How agent code ended: "returned", "raised", "would_execute", "suspended",
+    # "diverged", or "not_replayed" (agent version not registered here).
+    ending: str = ""
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.ending not in ("diverged", "not_replayed")
+
+    @property
+    def divergence(self) -> ReplayEntry | None:
+        return next((e for e in self.entries if e.status == DIVERGED), None)
+
+    @property
+    def replayed(self) -> int:
+        return sum(1 for e in self.entries if e.status == REPLAYED)
+
+    def lines(self) -> list[str]:
+        """The report as text, one line per position (the replay command prints this)."""
+        out = [f"dry replay of run {self.run_id} ({self.agent}@{self.agent_version}), "
+               f"{self.recorded_steps} recorded steps"]
+        for entry in self.entries:
+            out.append(_entry_line(entry))
+        out.append(self.summary())
+        return out
+
+    def summary(self) -> str:
+        if self.ending == "diverged":
+            entry = self.divergence
+            where = f"step {entry.position}" if entry else "the end of history"
+            return f"DIVERGED at {where}: {self.error['message'] if self.error else ''}"
+        if self.ending == "not_replayed":
+            return f"NOT REPLAYED: {self.error['message'] if self.error else ''}"
+        texts = {
+            "returned": "agent code returned",
+            "raised": f"agent code raised {self.error and self.error.get('type')}",
+            "would_execute": "agent code would execute a new step here",
+            "suspended": f"the run would wait here ({self.error and self.error.get('message')})",
+        }
+        return f"OK: {self.replayed} steps replayed; {texts.get(self.ending, self.ending)}"
+
+
+def _entry_line(entry: ReplayEntry) -> str:
+    label = f"  #{entry.position:<3} {entry.status:<13} {entry.kind} {entry.name!r}"
+    if entry.status == DIVERGED:
+        return f"{label}\n        expected: {entry.expected}\n        actual:   {entry.actual}"
+    if entry.status == REPLAYED and entry.outcome == "error":
+        return f"{label} (recorded error: {entry.message})"
+    return label
+
+
+class _WouldExecute(BaseException):
+    """Agent code asked for a step beyond the history: a dry replay stops here."""
+
+
+class _ForbiddenLease(store.Lease):
+    """A lease that is never held: any path that would write or call out stops."""
+
+    def ensure_held(self) -> None:
+        raise _WouldExecute("a dry replay executes nothing")
+
+
+class DryRun(Run):
+    """The engine's Run context, reporting each position instead of executing new steps."""
+
+    def __init__(self, record: RunRecord, history: dict[int, Step], report: ReplayReport) -> None:
+        lease = _ForbiddenLease(record.id, owner="dry-replay", fence=-1, ttl=0.0, lost=True)
+        super().__init__(record, lease, history, {}, max_steps=record.max_steps,
+                         max_duration=record.max_duration_seconds)
+        self.report = report
+
+    def _next(self, request: StepRequest) -> tuple[int, Step | None]:
+        position = self.position
+        try:
+            position, recorded = super()._next(request)
+        except NonDeterminismError as exc:
+            self._diverged(position, request, exc)
+            raise
+        if recorded is None:
+            self._add(position, WOULD_EXECUTE, request, actual=request.describe())
+            raise _WouldExecute(f"step {position} is beyond the recorded history")
+        error = recorded.error
+        self._add(position, REPLAYED, request, expected=_recorded(recorded),
+                  actual=request.describe(), outcome="error" if error else "result",
+                  message=(error or {}).get("message", "") if isinstance(error, dict) else "")
+        return position, recorded
+
+    def before_new_step(self, position: int) -> None:
+        # Unreachable after _next() stops at new work; kept as the last guard.
+        raise _WouldExecute(f"step {position} would execute")
+
+    def finish_check(self) -> None:
+        try:
+            super().finish_check()
+        except NonDeterminismError as exc:
+            extra = self._history[self.position]
+            self.report.entries.append(ReplayEntry(
+                position=extra.position, status=DIVERGED, kind=extra.kind, name=extra.name,
+                tool=extra.tool, expected=_recorded(extra),
+                actual="agent code returned (no step)", message=exc.message,
+            ))
+            raise
+
+    def _diverged(self, position: int, request: StepRequest, exc: NonDeterminismError) -> None:
+        self._add(position, DIVERGED, request, expected=exc.details.get("expected", ""),
+                  actual=exc.details.get("actual", request.describe()), message=exc.message)
+
+    def _add(self, position: int, status: str, request: StepRequest, **fields: Any) -> None:
+        self.report.entries.append(ReplayEntry(position=position, status=status,
+                                               kind=request.kind, name=request.name,
+                                               tool=request.tool, **fields))
+
+
+def _recorded(step: Step) -> str:
+    return StepRequest(step.kind, step.name, step.tool, step.fingerprint).describe()
+
+
+def dry_replay(run_or_export: RunRecord | Mapping[str, Any]) -> ReplayReport:
+    """Re-execute agent code against recorded history, with every tool and model call
+    forbidden. Accepts a stored Run or an exported document (durableruns.exports)."""
+    record, history = _load(run_or_export)
+    report = ReplayReport(run_id=record.id, agent=record.agent,
+                          agent_version=record.agent_version, recorded_steps=len(history))
+    try:
+        agent = registry.get_agent(record.agent, record.agent_version)
+    except UnknownAgent as exc:
+        report.ending, report.error = "not_replayed", {"type": "UnknownAgent", "message": str(exc)}
+        return report
+    context = DryRun(record, history, report)
+    _drive(agent, context, record, report)
+    return report
+
+
+def _drive(agent: registry.Agent, context: DryRun, record: RunRecord,
+           report: ReplayReport) -> None:
+    try:
+        value = agent.fn(context, store.normalise(record.input))
+        context.finish_check()
+    except NonDeterminismError as exc:
+        report.ending = "diverged"
+        report.error = {"type": "NonDeterminismError", "message": exc.message, **exc.details}
+    except _WouldExecute:
+        report.ending = "would_execute"
+    except Suspend as suspend:
+        report.ending = "suspended"
+        report.error = {"type": "Suspend", "message": suspend.reason or suspend.status}
+    except Exception as exc:
+        report.ending, report.error = "raised", describe(exc)
+    else:
+        report.ending, report.result = "returned", store.normalise(value)
+
+
+def _load(run_or_export: RunRecord | Mapping[str, Any]) -> tuple[RunRecord, dict[int, Step]]:
+    if isinstance(run_or_export, RunRecord):
+        return run_or_export, store.load_history(run_or_export.id)
+    if isinstance(run_or_export, Mapping):
+        return history_from_export(run_or_export)
+    raise UsageError(f"dry_replay takes a Run or an exported document, not {run_or_export!r}")
+
+
+# --- Fork ------------------------------------------------------------------------
+
+
+class ForkError(UsageError):
+    """The fork cannot be made (position out of range, agent version gone)."""
+
+
+def fork_preview(run: RunRecord, position: int) -> list[Effect]:
+    """The parent's effects at or after `position`: a fork would execute them again,
+    with new idempotency keys (so providers will not deduplicate them)."""
+    return list(run.effects.filter(position__gte=position).order_by("position", "id"))
+
+
+def fork(run: RunRecord, position: int, *, user: Any, sandbox: bool = False) -> RunRecord:
+    """A new run that reuses `run`'s recorded steps before `position` and executes from there.
+
+    In sandbox mode the fork does not call write tools; it records what they would
+    have been called with (see _EffectCall in engine.context)."""
+    _check_fork(run, position)
+    copied = list(run.steps.filter(position__lt=position).order_by("position"))
+    with transaction.atomic():
+        child = RunRecord.objects.create(
+            id=_fork_id(run.id), agent=run.agent, agent_version=run.agent_version,
+            input=run.input, max_steps=run.max_steps,
+            max_duration_seconds=run.max_duration_seconds, parent=run, fork_position=position,
+            sandbox=sandbox, created_by=user if getattr(user, "is_authenticated", False) else None,
+            rang_at=Now(),
+        )
+        Step.objects.bulk_create([_copy_step(step, child) for step in copied])
+        audit.record(user, "run.fork", run,
+                     before={"run": run.id, "status": run.status},
+                     after={"fork": child.id, "position": position, "sandbox": sandbox,
+                            "steps_reused": len(copied)})
+        doorbell.ring(child.id)
+    return child
+
+
+def _check_fork(run: RunRecord, position: int) -> None:
+    recorded = run.steps.count()
+    if not isinstance(position, int) or isinstance(position, bool) or not (
+        0 <= position <= recorded
+    ):
+        raise ForkError(f"fork position must be between 0 and {recorded} (the recorded steps)")
+    try:
+        registry.get_agent(run.agent, run.agent_version)
+    except UnknownAgent as exc:
+        raise ForkError(f"cannot fork: {exc}") from None
+
+
+def _fork_id(parent_id: str) -> str:
+    return f"{parent_id[:40]}-fork-{uuid.uuid4().hex[:12]}"
+
+
+def _copy_step(step: Step, child: RunRecord) -> Step:
+    return Step(
+        run=child, position=step.position, step_id=step.step_id, kind=step.kind,
+        name=step.name, tool=step.tool, fingerprint=step.fingerprint, input=step.input,
+        result=step.result, error=step.error, attempts=step.attempts,
+        started_at=step.started_at, finished_at=step.finished_at,
+        schema_version=step.schema_version,
+    )
+
+
+__all__ = ["DIVERGED", "REPLAYED", "WOULD_EXECUTE", "DryRun", "ExportError", "ForkError",
+           "ReplayEntry", "ReplayReport", "dry_replay", "fork", "fork_preview"]
