@@ -17,6 +17,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .. import roles
 from ..engine import operations
+from ..engine.replay import ForkError, dry_replay, fork_preview
+from ..engine.replay import fork as fork_run
 from ..models import Run
 from .filters import RunFilters
 from .views import run_context
@@ -116,8 +118,6 @@ def _apply_bulk(request: HttpRequest, action: str, filters: RunFilters,
 def replay(request: HttpRequest, run_id: str) -> HttpResponse:
     """Dry replay: agent code against the recorded history, every tool and model call
     forbidden. Reads only, so a GET; operators only, since it runs agent code."""
-    from ..engine.replay import dry_replay
-
     record = get_object_or_404(Run, pk=run_id)
     report = dry_replay(record)
     return render(request, "durableruns/run_replay.html", {"run": record, "report": report})
@@ -127,9 +127,6 @@ def replay(request: HttpRequest, run_id: str) -> HttpResponse:
 @roles.permission_required(roles.OPERATE_RUNS)
 def fork(request: HttpRequest, run_id: str) -> HttpResponse:
     """GET: which effects would execute again, with new keys; POST: make the fork."""
-    from ..engine.replay import ForkError, fork_preview
-    from ..engine.replay import fork as fork_run
-
     record = get_object_or_404(Run, pk=run_id)
     query = request.POST if request.method == "POST" else request.GET
     position = _position(query.get("position", ""))
