@@ -53,8 +53,8 @@ def make_effect(run: Run, position: int, *, tool: str = "refund",
     )
 
 
-@pytest.fixture
-def rung(monkeypatch) -> list[str]:
+@pytest.fixture(name="rung")
+def rung_fixture(monkeypatch) -> list[str]:
     """Doorbells rung, instead of messages to a broker nobody consumes in these tests."""
     rings: list[str] = []
     monkeypatch.setattr(doorbell, "_publish", lambda run_id, countdown: rings.append(run_id))

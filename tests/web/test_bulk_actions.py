@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from durableruns.models import AuditEvent, Run
-from tests.web.dashboard import make_run, rung  # noqa: F401 - fixture
+from tests.web.dashboard import make_run, rung_fixture  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 URL = reverse("runs-bulk")

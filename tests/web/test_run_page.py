@@ -13,7 +13,8 @@ from django.utils import timezone
 from durableruns.engine import executor
 from durableruns.engine.runs import start_run
 from durableruns.models import AuditEvent, Run
-from tests.web.dashboard import T0, make_effect, make_run, make_step, rung  # noqa: F401
+from tests.conftest import wait_for
+from tests.web.dashboard import T0, make_effect, make_run, make_step, rung_fixture  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +71,8 @@ def test_it_shows_each_step_with_kind_attempts_duration_and_origin(client, alice
     client.force_login(alice)
     body = client.get(_url(finished)).content.decode()
     assert re.search(r"#0 <span class=\"kind\">llm</span> <strong>plan</strong> · 1 attempt · "
-                     r"400\.0 ms ·\s+<span class=\"origin\">executed, replayed 2×</span>", body)
+                     r"400\.0 ms ·\s+<span class=\"origin\">executed, replayed 2 times</span>",
+                     body)
     assert "by <code>host:1:aaaa</code> (executor pass 1)" in body
     assert re.search(r"<strong>refund</strong>.*?<span class=\"origin\">executed</span>", body,
                      re.S)
@@ -210,16 +212,17 @@ def test_it_counts_replays_of_steps_executed_by_the_real_engine(client, alice, r
     step 0 and executes step 2. The page tells them apart."""
     from tests.engine import agents  # noqa: F401 - registers t-sleepy
 
-    run, _ = start_run("t-sleepy", {"seconds": 0.01}, run_id="sleepy")
+    run, _ = start_run("t-sleepy", {"seconds": 0.05}, run_id="sleepy")
     executor.advance(run.id)
-    Run.objects.filter(pk=run.id).update(wake_at=None)
+    wake_at = Run.objects.get(pk=run.id).wake_at
+    wait_for(lambda: timezone.now() > wake_at, message="the nap to end")
     executor.advance(run.id)
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
     client.force_login(alice)
     body = client.get(_url(run)).content.decode()
     origins = re.findall(r'<span class="origin">([^<]+)</span>', body)
-    assert origins == ["executed, replayed 1×", "executed, replayed 1×", "executed"]
+    assert origins == ["executed, replayed 1 time", "executed, replayed 1 time", "executed"]
 
 
 @pytest.mark.parametrize("steps", [5, 50])
