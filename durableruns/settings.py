@@ -181,6 +181,10 @@ DURABLERUNS_REDACT_KEYS = _env_list(
 DURABLERUNS_PROVIDER_URL = os.environ.get("DURABLERUNS_PROVIDER_URL", "http://127.0.0.1:8000")
 # Crash injection for crashtest and the chaos tests; unset in production.
 DURABLERUNS_CRASH_DIR = os.environ.get("DURABLERUNS_CRASH_DIR", "")
+# What crashtest asks for "what really executed": (run_id) -> Counter per "step_id:tool".
+DURABLERUNS_CRASHTEST_COUNTER = os.environ.get(
+    "DURABLERUNS_CRASHTEST_COUNTER", "durableruns.crashtest.demo_executions"
+)
 # An OpenAI-compatible model endpoint; without it the scripted demo model answers.
 DURABLERUNS_MODEL_URL = os.environ.get("DURABLERUNS_MODEL_URL", "")
 DURABLERUNS_MODEL_API_KEY = os.environ.get("DURABLERUNS_MODEL_API_KEY", "")

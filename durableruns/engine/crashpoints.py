@@ -1,16 +1,21 @@
 """Named crash points at every boundary of the step and effect protocol.
 
 `crashtest` and the chaos tests arm one point for one run by writing a file
-`<DURABLERUNS_CRASH_DIR>/<run_id>` containing `POINT@POSITION`. The executing
-worker process deletes the file (so the crash fires once) and kills itself with
-SIGKILL: no cleanup, no `finally`, no unlock, like the OOM killer.
+`<DURABLERUNS_CRASH_DIR>/<run_id>` containing `POINT@POSITION` (the step
+position; run-level points use -1). The executing worker process replaces it by
+`<run_id>.fired` (what fired, and when: the start of "time to resume"), so the
+crash fires once, and kills itself with SIGKILL: no cleanup, no `finally`, no
+unlock, like the OOM killer.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -31,13 +36,42 @@ ALL = (
 )
 # Points that exist only on steps that perform an effect (a write tool).
 EFFECT_ONLY = (AFTER_EFFECT_STARTED, AFTER_TOOL_RETURNED, DURING_RESULT_COMMIT)
+# Points that exist once per run, not per step; armed at position -1.
+RUN_LEVEL = (AFTER_RUN_FINISHED,)
+RUN_POSITION = -1
 
 
-def arm(crash_dir: str | Path, run_id: str, point: str, position: int) -> None:
+def applies(point: str, *, has_effect: bool) -> bool:
+    """Whether `point` exists at a step (with or without a write effect)."""
+    if point in RUN_LEVEL:
+        return False
+    return has_effect or point not in EFFECT_ONLY
+
+
+def arm(crash_dir: str | Path, run_id: str, point: str, position: int | None = None) -> None:
+    """Arm one crash for one run: at `point` of the step at `position`."""
     if point not in ALL:
         raise ValueError(f"unknown crash point {point!r}; known: {', '.join(ALL)}")
+    if point in RUN_LEVEL:
+        position = RUN_POSITION if position is None else position
+        if position != RUN_POSITION:
+            raise ValueError(f"{point} is a run-level point: it takes no step position")
+    elif position is None or position < 0:
+        raise ValueError(f"{point} needs a step position (0 or more)")
     Path(crash_dir).mkdir(parents=True, exist_ok=True)
     Path(crash_dir, run_id).write_text(f"{point}@{position}")
+
+
+def is_armed(crash_dir: str | Path, run_id: str) -> bool:
+    return Path(crash_dir, run_id).exists()
+
+
+def fired(crash_dir: str | Path, run_id: str) -> dict[str, Any] | None:
+    """What fired for this run ({point, position, pid, at}), or None if nothing did."""
+    try:
+        return json.loads(Path(crash_dir, f"{run_id}.fired").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def crash_point(point: str, run_id: str, position: int = -1) -> None:
@@ -52,5 +86,13 @@ def crash_point(point: str, run_id: str, position: int = -1) -> None:
         return
     if armed != f"{point}@{position}":
         return
+    _record_firing(plan, point, position)
     plan.unlink()  # fire once: the recovering worker must get past this point
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _record_firing(plan: Path, point: str, position: int) -> None:
+    record = {"point": point, "position": position, "pid": os.getpid(), "at": time.time()}
+    partial = plan.with_name(f"{plan.name}.firing")
+    partial.write_text(json.dumps(record))
+    partial.replace(plan.with_name(f"{plan.name}.fired"))  # readers never see half a record

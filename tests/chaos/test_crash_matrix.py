@@ -1,0 +1,122 @@
+"""The full crash matrix, through the product's own `crashtest` module.
+
+Both demo agents, against all three provider behaviours, each killed (SIGKILL,
+real Celery worker processes, real Postgres and Redis) once at every crash point
+of every step it applies to, then resumed by another worker after its lease
+expired. The matrix runs once for the module (its runs in parallel on several
+workers); each test asserts one guarantee over all of it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from durableruns import crashtest
+from durableruns.engine import crashpoints
+
+pytestmark = [pytest.mark.chaos]
+
+BEHAVIOURS = ("dedupe", "lookup", "none")
+AGENT_INPUTS = [
+    *(("refund-bot", {"order_id": "A-1001", "payments": b, "email": b}) for b in BEHAVIOURS),
+    *(("research-bot", {"topic": "durable agents", "email": b}) for b in BEHAVIOURS),
+]
+OPTIONS = crashtest.Options(workers=3, lease_ttl=1.5, sweep_interval=0.5)
+
+
+def _behaviour(report: crashtest.Report) -> str:
+    return report.run_input["email"]
+
+
+@pytest.fixture(scope="module")
+def matrix(django_db_setup, django_db_blocker):
+    """Every crash matrix, run once; the database is flushed afterwards."""
+    tests = [crashtest.CrashTest(agent, run_input) for agent, run_input in AGENT_INPUTS]
+    # An unreachable provider URL: crashtest serves the providers itself, on the test database.
+    with django_db_blocker.unblock(), override_settings(DURABLERUNS_PROVIDER_URL="http://127.0.0.1:9"):
+        try:
+            reports = crashtest.run_many(tests, OPTIONS, progress=sys.stderr)
+            for report in reports:
+                report.write(sys.stdout)
+            yield reports
+        finally:
+            call_command("flush", interactive=False, verbosity=0)
+
+
+def _cases(matrix):
+    return [(report, case) for report in matrix for case in report.cases]
+
+
+def test_it_kills_both_agents_at_every_crash_point_of_every_step(matrix):
+    assert {(r.agent, _behaviour(r)) for r in matrix} == {
+        (agent, run_input["email"]) for agent, run_input in AGENT_INPUTS
+    }
+    for report in matrix:
+        steps = report.baseline.steps.count()
+        writes = report.baseline.effects.count()
+        assert writes >= 1
+        # before_step and after_step_commit at every step, the three effect points at
+        # every write, after_run_finished once.
+        assert len(report.cases) == 2 * steps + 3 * writes + 1
+        assert {case.point for case in report.cases} == set(crashpoints.ALL)
+        assert report.worker_restarts >= len(report.cases) - 1  # the crashes really killed workers
+    assert all(case.fired_at is not None for _, case in _cases(matrix))
+
+
+def test_it_counts_the_baseline_executions_it_compares_against(matrix):
+    for report in matrix:
+        writes = [f"{e.position}-{e.tool}:{e.tool}" for e in report.baseline.effects.all()]
+        assert writes and all(report.baseline_executions[key] == 1 for key in writes)
+        assert not report.warnings
+
+
+def test_it_never_executes_an_effect_or_a_model_call_twice(matrix):
+    duplicated = [(case.run_id, case.extra) for _, case in _cases(matrix) if case.duplicates]
+    assert duplicated == []
+
+
+def test_it_loses_no_run(matrix):
+    lost = [case.run_id for _, case in _cases(matrix) if case.outcome == crashtest.LOST]
+    assert lost == []
+
+
+def test_it_escalates_only_unknown_outcomes_at_providers_that_cannot_dedupe_or_look_up(matrix):
+    escalated = {(r.agent, _behaviour(r), c.point, c.position)
+                 for r, c in _cases(matrix) if c.outcome == crashtest.ESCALATED}
+    expected = {(r.agent, _behaviour(r), c.point, c.position)
+                for r, c in _cases(matrix)
+                if _behaviour(r) == "none" and c.point in crashpoints.EFFECT_ONLY}
+    assert expected and escalated == expected
+    assert all(c.escalations == (c.outcome == crashtest.ESCALATED) for _, c in _cases(matrix))
+
+
+def test_it_leaves_an_escalated_write_executed_at_most_once(matrix):
+    for report, case in _cases(matrix):
+        if case.outcome != crashtest.ESCALATED:
+            continue
+        key = f"{case.step}:{case.step.split('-', 1)[1]}"
+        executed = 0 if case.point == crashpoints.AFTER_EFFECT_STARTED else 1
+        assert report.baseline_executions[key] == 1
+        assert case.extra == {} and case.missing >= 1 - executed, case.run_id
+
+
+def test_it_finishes_every_other_run_like_the_uninterrupted_run(matrix):
+    for report, case in _cases(matrix):
+        if case.outcome == crashtest.ESCALATED:
+            continue
+        assert report.baseline.status == "succeeded"
+        expected = (crashtest.FINISHED if case.point == crashpoints.AFTER_RUN_FINISHED
+                    else crashtest.RESUMED)
+        assert (case.run_id, case.outcome) == (case.run_id, expected)
+
+
+def test_it_resumes_a_killed_run_in_seconds_not_the_brokers_hour(matrix):
+    times = [t for report in matrix for t in report.resume_times()]
+    assert len(times) == sum(
+        c.point != crashpoints.AFTER_RUN_FINISHED for _, c in _cases(matrix))
+    # Lease TTL + sweep interval + a worker restart on a busy 2-core machine.
+    assert max(times) < 30, crashtest.resume_summary(matrix[0])
