@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import roles
+from ..engine import escalations as engine_escalations
 from ..engine import registry
 from ..engine.errors import DurableRunsError
 from ..models import Effect
@@ -69,7 +70,11 @@ def _queue_context(request: HttpRequest, rejected: dict[str, Any] | None = None
     for effect in unknown:
         effect.reconcile = _reconcile_answer(effect)
         effect.form = rejected if rejected and rejected["effect"] == effect.pk else {}
-    return {"escalations": unknown, "can_operate": request.user.has_perm(roles.OPERATE_RUNS)}
+    # An answer for an effect no longer in the queue (someone else settled it) is
+    # refused at the top of the page instead.
+    elsewhere = rejected if rejected and all(e.pk != rejected["effect"] for e in unknown) else None
+    return {"escalations": unknown, "can_operate": request.user.has_perm(roles.OPERATE_RUNS),
+            "rejected_elsewhere": elsewhere}
 
 
 def _reconcile_answer(effect: Effect) -> str:
@@ -88,8 +93,6 @@ def _reconcile_answer(effect: Effect) -> str:
 def resolve(request: HttpRequest, effect_id: int) -> HttpResponse:
     """Settle an unknown outcome. A `happened` result must be valid JSON; on a bad
     answer the queue is shown again with the error next to the effect (status 400)."""
-    from ..engine import escalations as engine_escalations
-
     effect = get_object_or_404(Effect, pk=effect_id)
     resolution = request.POST.get("resolution", "")
     note = request.POST.get("note", "").strip()[:2000]
