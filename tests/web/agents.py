@@ -26,7 +26,7 @@ def ledger_bot(run: dr.Run, task: dict) -> dict:
     prepared = run.step("prepare", _value, "prepared")
     note = run.call(record_note, text=task.get("text", "hello"))
     finished = run.step("finish", _value, "finished")
-    return {"prepared": prepared, "note": note["noted"], "finished": finished}
+    return {"prepared": prepared, "note": note.get("noted"), "finished": finished}
 
 
 @dr.agent("t-ticking", version="1", max_steps=40)

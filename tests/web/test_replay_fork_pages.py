@@ -113,3 +113,4 @@ def test_a_sandboxed_fork_does_not_call_write_tools(client, bob, finished):
     assert child.sandbox
     assert executor.advance(child.id) == Run.Status.SUCCEEDED
     assert agents.WRITES["hello"] == 1
+    assert child.effects.get().state == "sandboxed"
