@@ -36,6 +36,8 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     fence = models.BigIntegerField(default=0)
+    # Executor passes so far (one per lease taken); each pass replays the recorded steps.
+    leases_taken = models.PositiveIntegerField(default=0, db_default=0)
     wake_at = models.DateTimeField(null=True, blank=True)
     rang_at = models.DateTimeField(null=True, blank=True)
     # The durable retry counter of the step at `retry_position` (one step at a time).
@@ -108,6 +110,10 @@ class Step(models.Model):
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     schema_version = models.PositiveSmallIntegerField(default=CHECKPOINT_SCHEMA_VERSION)
+    # Which executor pass (Run.leases_taken at the time) executed the step, and its
+    # lease owner; 0 and "" for steps copied into a fork or imported.
+    lease_number = models.PositiveIntegerField(default=0, db_default=0)
+    executed_by = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
@@ -120,6 +126,12 @@ class Step(models.Model):
     @property
     def duration_ms(self) -> float:
         return (self.finished_at - self.started_at).total_seconds() * 1000
+
+    def replays_since(self, run: Run) -> int:
+        """Later executor passes of `run`, each of which replayed this step from history."""
+        if not self.lease_number:
+            return 0
+        return max(run.leases_taken - self.lease_number, 0)
 
 
 class Effect(models.Model):

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .web import approvals, views
+from .web import actions, approvals, ledger, views
 
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -9,6 +9,16 @@ urlpatterns = [
     path("approvals/", approvals.inbox, name="approvals"),
     path("approvals/<int:pk>/", approvals.approval, name="approval"),
     path("approvals/<int:pk>/decide/", approvals.decide_approval, name="decide_approval"),
+    # Operator dashboard (issue 5)
+    path("runs-statuses/", views.run_statuses, name="run-statuses"),
+    path("runs-bulk/", actions.bulk, name="runs-bulk"),
+    path("runs/<str:run_id>/cancel/", actions.cancel, name="run-cancel"),
+    path("runs/<str:run_id>/resume/", actions.resume, name="run-resume"),
+    path("runs/<str:run_id>/replay/", actions.replay, name="run-replay"),
+    path("runs/<str:run_id>/fork/", actions.fork, name="run-fork"),
+    path("effects/", ledger.effects, name="effects"),
+    path("escalations/", ledger.escalations, name="escalations"),
+    path("escalations/<int:effect_id>/resolve/", ledger.resolve, name="escalation-resolve"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),

@@ -130,6 +130,15 @@ def agents() -> list[Agent]:
     return sorted(_AGENTS.values(), key=lambda a: (a.name, _version_order(a.version)))
 
 
+def tools() -> list[Tool]:
+    return sorted(_TOOLS.values(), key=lambda t: t.name)
+
+
+def find_tool(name: str) -> Tool | None:
+    """The registered tool called `name`, or None (e.g. a tool a later deploy removed)."""
+    return _TOOLS.get(name)
+
+
 def unregister_agent(name: str, version: str) -> None:
     """For tests that simulate a deploy which dropped a version."""
     _AGENTS.pop((name, version), None)

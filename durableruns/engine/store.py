@@ -94,6 +94,7 @@ def acquire_lease(run_id: str, owner: str) -> Lease | None:
             lease_owner=owner,
             lease_expires_at=_in(ttl),
             fence=F("fence") + 1,
+            leases_taken=F("leases_taken") + 1,
             status=Run.Status.RUNNING,
             wake_at=None,
             started_at=Coalesce(F("started_at"), Now()),
@@ -148,7 +149,7 @@ def load_effects(run_id: str) -> dict[int, Effect]:
 
 _STEP_COLUMNS = (
     "run_id, position, step_id, kind, name, tool, fingerprint, input, result, error, "
-    "attempts, started_at, finished_at, schema_version"
+    "attempts, started_at, finished_at, schema_version, lease_number, executed_by"
 )
 _EFFECT_COLUMNS = (
     "run_id, position, idempotency_key, tool, tool_kind, fingerprint, args, state, "
@@ -217,7 +218,7 @@ def commit_step(lease: Lease, outcome: StepOutcome) -> None:
     sql = (
         f"INSERT INTO durableruns_step ({_STEP_COLUMNS}) "
         f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, "
-        f"%s, %s, %s, %s {_fence_guard()}{lock}"
+        f"%s, %s, %s, %s, leases_taken, lease_owner {_fence_guard()}{lock}"
     )
     params = [
         outcome.position,

@@ -2,43 +2,138 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from .. import roles
-from ..models import Run
+from ..engine import registry
+from ..engine.operations import RESUMABLE
+from ..models import AuditEvent, Effect, Run
+from . import keyset
+from .filters import RunFilters
+from .waterfall import waterfall
 
 PAGE_SIZE = 50
+MAX_POLLED_RUNS = 100
 
 
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def runs(request: HttpRequest) -> HttpResponse:
-    queryset = Run.objects.order_by("-created_at", "-id")
-    status = request.GET.get("status", "")
-    if status in Run.Status.values:
-        queryset = queryset.filter(status=status)
-    page = list(queryset[:PAGE_SIZE])
-    live = any(not run.is_terminal for run in page)
-    context = {"runs": page, "status": status, "statuses": Run.Status.choices, "live": live}
-    template = "durableruns/runs.html#run-table" if request.htmx else "durableruns/runs.html"
-    return render(request, template, context)
+    filters = RunFilters.from_query(request.GET)
+    queryset = filters.apply(Run.objects.select_related("created_by"))
+    page = keyset.page(
+        keyset.runs_after(queryset, request.GET.get("cursor")), PAGE_SIZE, keyset.run_cursor
+    )
+    context = {
+        "runs": page.rows,
+        "next_cursor": page.next_cursor,
+        "paged": bool(request.GET.get("cursor")),
+        "filters": filters,
+        "counts": _status_counts(filters),
+        "agents": _agent_choices(filters),
+        "live": _any_active(page.rows),
+        "invalid": filters.invalid(),
+    }
+    return render(request, "durableruns/runs.html", context)
+
+
+def _status_counts(filters: RunFilters) -> list[dict[str, Any]]:
+    """How many runs in each status, under every filter but the status itself."""
+    rows = filters.apply(Run.objects.all(), with_status=False).values("status")
+    found = {row["status"]: row["n"] for row in rows.annotate(n=Count("id")).order_by()}
+    return [
+        {"status": value, "label": label, "count": found.get(value, 0),
+         "query": filters.query(status=value, cursor="")}
+        for value, label in Run.Status.choices
+    ]
+
+
+def _agent_choices(filters: RunFilters) -> dict[str, Any]:
+    """Agents and versions for the filter menus: the registered ones, plus the chosen ones."""
+    agents = {a.name for a in registry.agents()} | ({filters.agent} if filters.agent else set())
+    versions = {a.version for a in registry.agents()} | (
+        {filters.version} if filters.version else set()
+    )
+    return {"agents": sorted(agents), "versions": sorted(versions)}
+
+
+def _any_active(rows: list[Run]) -> bool:
+    return any(not run.is_terminal for run in rows)
+
+
+@require_GET
+@roles.permission_required(roles.VIEW_RUNS)
+def run_statuses(request: HttpRequest) -> HttpResponse:
+    """The live poll of the runs list: fresh statuses of the shown runs, swapped in by id,
+    so the operator's ticked checkboxes survive. Polling stops once none is active."""
+    ids = request.GET.getlist("run")[:MAX_POLLED_RUNS]
+    found = Run.objects.filter(pk__in=ids).only("id", "status", "steps_used", "max_steps")
+    by_id = {row.id: row for row in found}
+    # Same order as the page, whose cells are numbered by row.
+    rows = [by_id[run_id] for run_id in ids if run_id in by_id]
+    context = {"runs": rows, "live": _any_active(rows)}
+    return render(request, "durableruns/runs.html#run-statuses", context)
 
 
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def run(request: HttpRequest, run_id: str) -> HttpResponse:
-    record = get_object_or_404(Run, pk=run_id)
-    context = {
-        "run": record,
-        "steps": list(record.steps.order_by("position")),
-        "effects": list(record.effects.order_by("position")),
-    }
+    record = get_object_or_404(Run.objects.select_related("created_by", "parent"), pk=run_id)
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
-    return render(request, template, context)
+    return render(request, template, run_context(request, record))
+
+
+def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
+    """Everything the run page shows; a fixed number of queries whatever the run's size."""
+    steps = list(record.steps.order_by("position"))
+    effects = list(record.effects.order_by("position"))
+    for step in steps:
+        step.replays = step.replays_since(record)
+        step.copied = bool(record.parent_id and record.fork_position is not None
+                           and step.position < record.fork_position and not step.lease_number)
+    can_operate = request.user.has_perm(roles.OPERATE_RUNS)
+    return {
+        "run": record,
+        "steps": steps,
+        "effects": effects,
+        "budget": _budget(record, len(steps)),
+        "waterfall": waterfall(steps),
+        "audit": _audit_trail(record, effects),
+        "can_operate": can_operate,
+        "can_cancel": can_operate and not record.is_terminal,
+        "can_resume": can_operate and record.status in RESUMABLE,
+    }
+
+
+def _budget(record: Run, steps: int) -> dict[str, Any]:
+    used = max(record.steps_used, steps)
+    if record.started_at:
+        elapsed = ((record.finished_at or timezone.now()) - record.started_at).total_seconds()
+    else:
+        elapsed = 0.0
+    limit = record.max_duration_seconds or 1
+    return {
+        "steps": used, "max_steps": record.max_steps,
+        "steps_pct": min(100, round(100 * used / max(record.max_steps, 1))),
+        "seconds": elapsed, "max_seconds": record.max_duration_seconds,
+        "seconds_pct": min(100, round(100 * elapsed / limit)),
+    }
+
+
+def _audit_trail(record: Run, effects: list[Effect]) -> list[AuditEvent]:
+    """Human actions on the run and on its effects (escalation resolutions), oldest first."""
+    targets = Q(target_type="run", target_id=record.id)
+    if effects:
+        targets |= Q(target_type="effect", target_id__in=[str(e.pk) for e in effects])
+    return list(AuditEvent.objects.filter(targets).order_by("created_at", "id"))
 
 
 @login_not_required

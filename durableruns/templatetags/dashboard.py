@@ -1,0 +1,35 @@
+"""Template filters for the dashboard. Output is plain text: autoescaping still applies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """Indented JSON for a stored payload (escaped by the template like any text)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.filter
+def short_json(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def seconds(value: float) -> str:
+    """A duration for people: 850 ms, 12.4 s, 3 min 5 s, 2 h 10 min."""
+    value = float(value or 0)
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.1f} s"
+    if value < 3600:
+        return f"{int(value // 60)} min {int(value % 60)} s"
+    return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"

@@ -1,0 +1,116 @@
+"""Dry replay and fork from the run page, against the real engine in this process."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+import durableruns as dr
+from durableruns.engine import executor, registry
+from durableruns.engine.runs import start_run
+from durableruns.models import AuditEvent, Run
+from tests.web import agents
+from tests.web.agents import _value, record_note
+from tests.web.dashboard import rung_fixture  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def finished(rung) -> Run:
+    agents.WRITES.clear()
+    run, _ = start_run("t-ledger", {"text": "hello"}, run_id="ledger")
+    assert executor.advance(run.id) == Run.Status.SUCCEEDED
+    return Run.objects.get(pk=run.id)
+
+
+def _changed_code(run: dr.Run, task: dict) -> dict:
+    run.step("prepare", _value, "prepared")
+    run.call(record_note, text="a different note")  # was task["text"]
+    return {}
+
+
+def test_a_dry_replay_of_unchanged_code_replays_every_step(client, bob, finished):
+    client.force_login(bob)
+    body = client.get(reverse("run-replay", args=[finished.id])).content.decode()
+    assert "OK: 3 steps replayed; agent code returned" in body
+    assert body.count('class="entry-replayed"') == 3
+    assert agents.WRITES["hello"] == 1  # the replay called no tool
+
+
+def test_a_dry_replay_shows_where_changed_code_diverges(client, bob, finished, monkeypatch):
+    monkeypatch.setattr(registry.get_agent("t-ledger", "1"), "fn", _changed_code)
+    client.force_login(bob)
+    body = client.get(reverse("run-replay", args=[finished.id])).content.decode()
+    assert "DIVERGED at step 1" in body
+    row = re.search(r'<tr class="entry-diverged">.*?</tr>', body, re.S).group(0)
+    assert "#1" in row and "record_note" in row
+    assert agents.WRITES == {"hello": 1}
+
+
+def test_the_fork_page_lists_effects_that_would_execute_again(client, bob, finished):
+    client.force_login(bob)
+    body = client.get(reverse("run-fork", args=[finished.id]), {"position": 1}).content.decode()
+    assert "1 effect would execute again, with new keys" in body
+    assert "reuses the 1 recorded step before step 1" in body
+    assert finished.effects.get().idempotency_key in body
+    assert 'name="sandbox"' in body
+
+
+def test_the_fork_page_from_after_the_write_lists_no_effect(client, bob, finished):
+    client.force_login(bob)
+    body = client.get(reverse("run-fork", args=[finished.id]), {"position": 2}).content.decode()
+    assert "0 effects would execute again" in body
+
+
+def test_it_refuses_a_fork_position_outside_the_history(client, bob, finished):
+    client.force_login(bob)
+    response = client.get(reverse("run-fork", args=[finished.id]), {"position": 9})
+    assert response.status_code == 400
+    assert "fork position must be between 0 and 3" in response.content.decode()
+
+
+def test_an_operator_forks_and_the_fork_completes_reusing_earlier_steps(client, bob, finished):
+    client.force_login(bob)
+    response = client.post(reverse("run-fork", args=[finished.id]), {"position": 1})
+    child = Run.objects.get(parent=finished)
+    assert response.status_code == 302 and response["Location"] == child.get_absolute_url()
+    assert child.fork_position == 1 and child.created_by == bob
+    assert executor.advance(child.id) == Run.Status.SUCCEEDED
+    assert agents.WRITES["hello"] == 2  # a new key, so the write really happened again
+    body = client.get(child.get_absolute_url()).content.decode()
+    origins = re.findall(r'<span class="origin">([^<]+)</span>', body)
+    assert origins == ["reused from the parent run", "executed", "executed"]
+    assert AuditEvent.objects.filter(action="run.fork", actor_name="bob").count() == 1
+
+
+@pytest.mark.parametrize("page", ["run-replay", "run-fork"])
+def test_a_reviewer_can_neither_replay_nor_fork(client, alice, finished, page):
+    client.force_login(alice)
+    assert client.get(reverse(page, args=[finished.id]), {"position": 1}).status_code == 403
+    assert client.post(reverse("run-fork", args=[finished.id]),
+                       {"position": 1}).status_code == 403
+    assert not Run.objects.filter(parent=finished).exists()
+
+
+def test_anonymous_users_are_sent_to_log_in(client, finished):
+    assert client.get(reverse("run-replay", args=[finished.id])).status_code == 302
+    assert client.post(reverse("run-fork", args=[finished.id]),
+                       {"position": 1}).status_code == 302
+
+
+def test_an_admin_may_replay(client, carol, finished):
+    client.force_login(carol)
+    assert client.get(reverse("run-replay", args=[finished.id])).status_code == 200
+
+
+def test_a_sandboxed_fork_does_not_call_write_tools(client, bob, finished):
+    client.force_login(bob)
+    client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "sandbox": "on"})
+    child = Run.objects.get(parent=finished)
+    assert child.sandbox
+    assert executor.advance(child.id) == Run.Status.SUCCEEDED
+    assert agents.WRITES["hello"] == 1
+    assert child.effects.get().state == "sandboxed"

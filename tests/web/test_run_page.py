@@ -1,0 +1,239 @@
+"""The run page: facts, budgets, a live timeline that stops polling when the run is
+terminal, executed vs replayed, the waterfall, effects, audit trail, actions by role."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from durableruns.engine import executor
+from durableruns.engine.runs import start_run
+from durableruns.models import AuditEvent, Run
+from tests.conftest import wait_for
+from tests.web.dashboard import T0, make_effect, make_run, make_step, rung_fixture  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.django_db
+
+
+def _url(run: Run) -> str:
+    return reverse("run", args=[run.id])
+
+
+def _live_region(body: str) -> str:
+    return re.search(r'<section id="run-live"[^>]*>', body).group(0)
+
+
+@pytest.fixture
+def finished(bob) -> Run:
+    run = make_run("finished", status=Run.Status.SUCCEEDED, created_by=bob, steps_used=3,
+                   started_at=T0, finished_at=T0 + timedelta(seconds=90),
+                   max_duration_seconds=600, leases_taken=3)
+    make_step(run, 0, kind="llm", name="plan", duration_ms=400, lease_number=1,
+              executed_by="host:1:aaaa", input={"messages": []}, result={"content": "ok"})
+    make_step(run, 1, name="lookup_order", start_ms=400, duration_ms=50, lease_number=1,
+              result={"id": "A-1001"})
+    make_step(run, 2, name="refund", start_ms=450, duration_ms=100, lease_number=3,
+              executed_by="host:2:bbbb", error={"type": "PermanentError", "message": "declined"})
+    make_effect(run, 2, tool="refund", state="failed")
+    return run
+
+
+def test_it_redirects_anonymous_users_to_log_in(client, finished):
+    assert client.get(_url(finished)).status_code == 302
+
+
+def test_it_refuses_a_user_without_a_role(client, dave, finished):
+    client.force_login(dave)
+    assert client.get(_url(finished)).status_code == 403
+
+
+def test_it_shows_status_agent_and_who_started_it(client, alice, finished):
+    client.force_login(alice)
+    body = client.get(_url(finished)).content.decode()
+    assert 'id="run-status">Succeeded<' in body
+    assert "refund-bot@1" in body
+    assert "<dt>Started by</dt><dd>bob</dd>" in body
+
+
+def test_it_shows_budgets_as_progress(client, alice, finished):
+    client.force_login(alice)
+    body = client.get(_url(finished)).content.decode()
+    assert '<progress value="3" max="20" aria-label="Steps used">15%</progress>' in body
+    assert '<progress value="90" max="600" aria-label="Time used">15%</progress>' in body
+    assert "1 min 30 s of 10 min 0 s" in body
+
+
+def test_it_shows_each_step_with_kind_attempts_duration_and_origin(client, alice, finished):
+    client.force_login(alice)
+    body = client.get(_url(finished)).content.decode()
+    assert re.search(r"#0 <span class=\"kind\">llm</span> <strong>plan</strong> · 1 attempt · "
+                     r"400\.0 ms ·\s+<span class=\"origin\">executed, replayed 2 times</span>",
+                     body)
+    assert "by <code>host:1:aaaa</code> (executor pass 1)" in body
+    assert re.search(r"<strong>refund</strong>.*?<span class=\"origin\">executed</span>", body,
+                     re.S)
+    assert "not replayed since." in body
+
+
+def test_it_expands_a_step_to_its_input_output_and_error(client, alice, finished):
+    client.force_login(alice)
+    body = client.get(_url(finished)).content.decode()
+    assert "&quot;content&quot;: &quot;ok&quot;" in body
+    assert "&quot;message&quot;: &quot;declined&quot;" in body
+
+
+def test_it_escapes_step_payloads(client, alice):
+    run = make_run("xss")
+    make_step(run, 0, result={"html": "<img src=x onerror=alert(1)>"})
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert "<img src=x" not in body
+    assert "&lt;img src=x onerror=alert(1)&gt;" in body
+
+
+def test_it_draws_a_waterfall_of_step_timings(client, alice, finished):
+    client.force_login(alice)
+    body = client.get(_url(finished)).content.decode()
+    svg = re.search(r"<svg class=\"waterfall\".*?</svg>", body, re.S).group(0)
+    rects = re.findall(r'<rect x="([\d.]+)" y="\d+" width="([\d.]+)"', svg)
+    assert len(rects) == 3
+    (x0, w0), (x1, _), (x2, w2) = [(float(x), float(w)) for x, w in rects]
+    assert x0 < x1 < x2  # later steps start further right
+    assert w0 == pytest.approx(4 * w2, rel=0.01)  # 400 ms is four times 100 ms
+    assert "550 ms" in svg
+
+
+def test_it_lists_effects_and_the_audit_trail(client, alice, finished, bob):
+    effect = finished.effects.get()
+    AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="effect.resolve",
+                              target_type="effect", target_id=str(effect.pk))
+    AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="run.resume",
+                              target_type="run", target_id=finished.id)
+    AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="run.cancel",
+                              target_type="run", target_id="another-run")
+    client.force_login(alice)
+    body = client.get(_url(finished)).content.decode()
+    assert effect.idempotency_key in body
+    audit = re.search(r'<ol class="audit">.*?</ol>', body, re.S).group(0)
+    assert "effect.resolve" in audit and "run.resume" in audit
+    assert "run.cancel" not in audit
+
+
+def test_it_polls_while_the_run_is_not_terminal(client, alice):
+    run = make_run("busy", status=Run.Status.RUNNING, started_at=timezone.now())
+    client.force_login(alice)
+    region = _live_region(client.get(_url(run)).content.decode())
+    assert 'hx-trigger="every 1s"' in region
+
+
+def test_its_terminal_render_stops_polling(client, alice, finished):
+    client.force_login(alice)
+    partial = client.get(_url(finished), headers={"HX-Request": "true"}).content.decode()
+    assert partial.lstrip().startswith('<section id="run-live"')
+    assert "hx-trigger" not in _live_region(partial)
+
+
+def test_it_hides_actions_from_a_reviewer(client, alice, finished):
+    client.force_login(alice)
+    body = client.get(_url(finished)).content.decode()
+    assert "Dry replay" not in body and "Fork" not in body and "Resume run" not in body
+
+
+@pytest.mark.parametrize("actor", ["bob", "carol"])
+def test_it_shows_actions_that_fit_the_status_to_operators(client, request, actor):
+    running = make_run("running", status=Run.Status.RUNNING)
+    failed = make_run("failed", status=Run.Status.FAILED)
+    make_step(failed, 0)
+    client.force_login(request.getfixturevalue(actor))
+    body = client.get(_url(running)).content.decode()
+    assert "Cancel run" in body and "Resume run" not in body and "Dry replay" in body
+    body = client.get(_url(failed)).content.decode()
+    assert "Resume run" in body and "Cancel run" not in body and "Fork from step" in body
+
+
+def test_an_operator_cancels_a_run_and_is_redirected_back(client, bob):
+    run = make_run("busy", status=Run.Status.RUNNING)
+    client.force_login(bob)
+    response = client.post(reverse("run-cancel", args=[run.id]), follow=True)
+    assert response.redirect_chain == [(_url(run), 302)]
+    assert "Cancelled run busy." in response.content.decode()
+    assert Run.objects.get(pk=run.id).status == Run.Status.CANCELLED
+    assert AuditEvent.objects.filter(action="run.cancel", actor_name="bob").count() == 1
+
+
+def test_an_htmx_cancel_gets_the_live_region_back(client, bob):
+    run = make_run("busy", status=Run.Status.RUNNING)
+    client.force_login(bob)
+    response = client.post(reverse("run-cancel", args=[run.id]), headers={"HX-Request": "true"})
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="run-live"')
+    assert 'id="run-status">Cancelled<' in body
+    assert "hx-trigger" not in _live_region(body)
+
+
+def test_an_operator_resumes_a_failed_run(client, bob, rung, django_capture_on_commit_callbacks):
+    run = make_run("broken", status=Run.Status.FAILED)
+    client.force_login(bob)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("run-resume", args=[run.id]))
+    assert Run.objects.get(pk=run.id).status == Run.Status.QUEUED
+    assert rung == ["broken"]
+
+
+def test_resuming_a_finished_run_changes_nothing(client, bob):
+    run = make_run("done", status=Run.Status.SUCCEEDED)
+    client.force_login(bob)
+    response = client.post(reverse("run-resume", args=[run.id]), follow=True)
+    assert "only failed, cancelled or waiting runs can be resumed" in response.content.decode()
+    assert Run.objects.get(pk=run.id).status == Run.Status.SUCCEEDED
+
+
+@pytest.mark.parametrize("action", ["run-cancel", "run-resume"])
+def test_a_reviewer_cannot_cancel_or_resume(client, alice, action):
+    run = make_run("busy", status=Run.Status.RUNNING)
+    client.force_login(alice)
+    assert client.post(reverse(action, args=[run.id])).status_code == 403
+    assert Run.objects.get(pk=run.id).status == Run.Status.RUNNING
+
+
+@pytest.mark.parametrize("action", ["run-cancel", "run-resume"])
+def test_actions_refuse_get(client, bob, action):
+    run = make_run("busy", status=Run.Status.RUNNING)
+    client.force_login(bob)
+    assert client.get(reverse(action, args=[run.id])).status_code == 405
+
+
+def test_it_counts_replays_of_steps_executed_by_the_real_engine(client, alice, rung):
+    """Two executor passes: the first executes step 0 and sleeps; the second replays
+    step 0 and executes step 2. The page tells them apart."""
+    from tests.engine import agents  # noqa: F401 - registers t-sleepy
+
+    run, _ = start_run("t-sleepy", {"seconds": 0.05}, run_id="sleepy")
+    executor.advance(run.id)
+    wake_at = Run.objects.get(pk=run.id).wake_at
+    wait_for(lambda: timezone.now() > wake_at, message="the nap to end")
+    executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    origins = re.findall(r'<span class="origin">([^<]+)</span>', body)
+    assert origins == ["executed, replayed 1 time", "executed, replayed 1 time", "executed"]
+
+
+@pytest.mark.parametrize("steps", [5, 50])
+def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_queries, steps):
+    run = make_run("big", status=Run.Status.SUCCEEDED, created_by=bob, steps_used=steps,
+                   max_steps=100, started_at=T0, finished_at=T0 + timedelta(seconds=5))
+    for position in range(steps):
+        make_step(run, position, start_ms=position * 10)
+        make_effect(run, position)
+    client.force_login(bob)
+    # session, user, user permissions, group permissions, run, steps, effects, audit
+    with django_assert_num_queries(8):
+        response = client.get(_url(run))
+    assert response.content.decode().count('class="step step-') == steps

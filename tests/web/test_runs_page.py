@@ -1,0 +1,218 @@
+"""The runs list: counts, filters, search, keyset pagination, live statuses, roles."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from durableruns.models import Run
+from durableruns.web import views
+from tests.web.dashboard import T0, make_effect, make_run
+
+pytestmark = pytest.mark.django_db
+URL = reverse("runs")
+
+
+def _shown(response) -> list[str]:
+    return re.findall(r'data-run="([^"]+)"', response.content.decode())
+
+
+def test_it_redirects_anonymous_users_to_log_in(client):
+    response = client.get(URL)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_it_refuses_a_user_without_a_role(client, dave):
+    client.force_login(dave)
+    assert client.get(URL).status_code == 403
+
+
+@pytest.mark.parametrize("actor", ["alice", "bob", "carol"])
+def test_it_shows_runs_to_every_role(client, request, actor):
+    make_run("visible-run")
+    client.force_login(request.getfixturevalue(actor))
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert _shown(response) == ["visible-run"]
+
+
+def test_it_hides_bulk_actions_from_a_reviewer(client, alice):
+    make_run(status=Run.Status.RUNNING)
+    client.force_login(alice)
+    body = client.get(URL).content.decode()
+    assert "Cancel selected" not in body
+    assert 'name="run"' not in body
+
+
+def test_it_offers_bulk_actions_to_an_operator(client, bob):
+    make_run(status=Run.Status.RUNNING)
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert "Cancel selected" in body and "Resume all matching" in body
+
+
+def test_it_counts_runs_per_status(client, bob):
+    for status in ["running", "running", "failed", "succeeded"]:
+        make_run(status=status)
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert re.search(r'data-status-count="running">2<', body)
+    assert re.search(r'data-status-count="failed">1<', body)
+    assert re.search(r'data-status-count="cancelled">0<', body)
+
+
+def test_it_filters_by_status(client, bob):
+    make_run("ok-run", status="succeeded")
+    make_run("bad-run", status="failed")
+    client.force_login(bob)
+    assert _shown(client.get(URL, {"status": "failed"})) == ["bad-run"]
+
+
+def test_it_filters_by_agent_and_version(client, bob):
+    make_run("refund-v1", agent="refund-bot", version="1")
+    make_run("refund-v2", agent="refund-bot", version="2")
+    make_run("research-v1", agent="research-bot", version="1")
+    client.force_login(bob)
+    assert sorted(_shown(client.get(URL, {"agent": "refund-bot"}))) == ["refund-v1", "refund-v2"]
+    assert _shown(client.get(URL, {"agent": "refund-bot", "version": "2"})) == ["refund-v2"]
+
+
+def test_it_filters_by_time_range(client, bob):
+    make_run("early", created_at=T0)
+    make_run("middle", created_at=T0 + timedelta(hours=1))
+    make_run("late", created_at=T0 + timedelta(hours=2))
+    client.force_login(bob)
+    response = client.get(URL, {"since": "2026-11-01T12:30", "until": "2026-11-01T13:30"})
+    assert _shown(response) == ["middle"]
+
+
+def test_it_says_when_a_date_is_unreadable(client, bob):
+    make_run("any")
+    client.force_login(bob)
+    response = client.get(URL, {"since": "yesterday"})
+    assert "Ignored an unreadable date in: since" in response.content.decode()
+    assert _shown(response) == ["any"]
+
+
+def test_it_finds_a_run_by_id(client, bob):
+    make_run("needle")
+    make_run("haystack")
+    client.force_login(bob)
+    assert _shown(client.get(URL, {"q": "needle"})) == ["needle"]
+
+
+def test_it_finds_a_run_by_an_effect_idempotency_key(client, bob):
+    run = make_run("refunded-once")
+    make_run("other")
+    effect = make_effect(run, 2)
+    client.force_login(bob)
+    assert _shown(client.get(URL, {"q": effect.idempotency_key})) == ["refunded-once"]
+
+
+def test_it_finds_a_run_by_a_model_call_key_that_is_not_in_the_ledger(client, bob):
+    make_run("planned")
+    client.force_login(bob)
+    assert _shown(client.get(URL, {"q": "planned:0-plan:llm:0123456789abcdef"})) == ["planned"]
+
+
+def test_it_pages_newest_first_by_keyset(client, bob, settings, monkeypatch):
+    monkeypatch.setattr(views, "PAGE_SIZE", 3)
+    for minute in range(7):
+        make_run(f"r{minute}", created_at=T0 + timedelta(minutes=minute))
+    client.force_login(bob)
+    first = client.get(URL)
+    assert _shown(first) == ["r6", "r5", "r4"]
+    second = client.get(URL, {"cursor": first.context["next_cursor"]})
+    assert _shown(second) == ["r3", "r2", "r1"]
+    third = client.get(URL, {"cursor": second.context["next_cursor"]})
+    assert _shown(third) == ["r0"]
+    assert third.context["next_cursor"] is None
+
+
+def test_it_keeps_pages_stable_when_runs_are_inserted_between_loads(client, bob, monkeypatch):
+    monkeypatch.setattr(views, "PAGE_SIZE", 3)
+    for minute in range(6):
+        make_run(f"r{minute}", created_at=T0 + timedelta(minutes=minute))
+    client.force_login(bob)
+    first = client.get(URL)
+    for minute in range(10, 15):  # newer runs arrive while the operator reads page one
+        make_run(f"new{minute}", created_at=T0 + timedelta(minutes=minute))
+    second = client.get(URL, {"cursor": first.context["next_cursor"]})
+    assert _shown(first) == ["r5", "r4", "r3"]
+    assert _shown(second) == ["r2", "r1", "r0"]
+
+
+def test_it_pages_runs_created_at_the_same_instant_without_losing_any(client, bob, monkeypatch):
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)
+    for name in ["a", "b", "c", "d", "e"]:
+        make_run(name, created_at=T0)
+    client.force_login(bob)
+    seen, cursor = [], None
+    while True:
+        response = client.get(URL, {"cursor": cursor} if cursor else {})
+        seen += _shown(response)
+        cursor = response.context["next_cursor"]
+        if not cursor:
+            break
+    assert seen == ["a", "b", "c", "d", "e"]
+
+
+def test_it_ignores_a_tampered_cursor(client, bob):
+    make_run("only")
+    client.force_login(bob)
+    assert _shown(client.get(URL, {"cursor": "not-a-cursor!!"})) == ["only"]
+
+
+def test_it_polls_statuses_while_a_shown_run_is_active(client, bob):
+    make_run("busy", status=Run.Status.RUNNING)
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    poller = re.search(r'<div id="run-poller"[^>]*>', body).group(0)
+    assert 'hx-trigger="every 2s"' in poller
+    assert "run=busy" in poller
+
+
+def test_it_does_not_poll_when_every_shown_run_has_finished(client, bob):
+    make_run("done", status=Run.Status.SUCCEEDED)
+    make_run("gone", status=Run.Status.CANCELLED)
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert re.search(r'<div id="run-poller">', body)
+    assert "hx-trigger" not in body
+
+
+def test_its_status_poll_swaps_fresh_statuses_in_and_stops_when_all_finished(client, bob):
+    busy = make_run("busy", status=Run.Status.RUNNING)
+    make_run("done", status=Run.Status.SUCCEEDED)
+    client.force_login(bob)
+    poll = reverse("run-statuses") + "?run=busy&run=done"
+    live = client.get(poll, headers={"HX-Request": "true"}).content.decode()
+    assert 'id="status-1" hx-swap-oob="true" class="status status-running"' in live
+    assert 'hx-trigger="every 2s"' in live
+    Run.objects.filter(pk=busy.pk).update(status=Run.Status.SUCCEEDED)
+    final = client.get(poll, headers={"HX-Request": "true"}).content.decode()
+    assert 'id="status-1" hx-swap-oob="true" class="status status-succeeded"' in final
+    assert "hx-trigger" not in final
+
+
+def test_it_escapes_untrusted_text(client, bob):
+    make_run("x", agent="<script>alert(1)</script>")
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert "<script>alert(1)</script>" not in body
+    assert "&lt;script&gt;" in body
+
+
+@pytest.mark.parametrize("rows", [5, 50])
+def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_queries, rows):
+    for index in range(rows):
+        make_run(status=Run.Status.RUNNING if index % 2 else Run.Status.FAILED, created_by=bob)
+    client.force_login(bob)
+    # session, user, user's permissions, group permissions, runs page, status counts
+    with django_assert_num_queries(6):
+        response = client.get(URL)
+    assert len(_shown(response)) == rows
