@@ -20,3 +20,7 @@ def _schedule_sweeps(sender: Celery, **kwargs: object) -> None:
     sender.add_periodic_task(
         settings.DURABLERUNS_SWEEP_INTERVAL, sender.signature("durableruns.sweep"), name="sweep"
     )
+    sender.add_periodic_task(
+        settings.DURABLERUNS_RETENTION_INTERVAL, sender.signature("durableruns.apply_retention"),
+        name="apply_retention",
+    )

@@ -14,3 +14,10 @@ def advance_run(run_id: str) -> str:
 @app.task(name="durableruns.sweep", ignore_result=True)
 def sweep() -> int:
     return runs.sweep()
+
+
+@app.task(name="durableruns.apply_retention", ignore_result=True)
+def apply_retention() -> int:
+    from . import retention
+
+    return sum(sweep.runs_affected for sweep in retention.apply_all(triggered_by="beat"))

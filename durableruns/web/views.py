@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_not_required
-from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
@@ -36,14 +34,3 @@ def run(request: HttpRequest, run_id: str) -> HttpResponse:
     }
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
     return render(request, template, context)
-
-
-@login_not_required
-@require_GET
-def healthz(request: HttpRequest) -> HttpResponse:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except Exception:
-        return JsonResponse({"database": "down"}, status=503)
-    return JsonResponse({"database": "ok"})
