@@ -103,7 +103,7 @@ def _admin_rules() -> list[tuple[str, str]] | None:
         # admins' rules are loaded again on the next call.
         log.warning("redaction rules unavailable; using the settings' rules only")
         return None
-    cache.set(CACHE_KEY, stored, timeout=300)
+    cache.set(CACHE_KEY, stored, timeout=60)
     return stored
 
 
