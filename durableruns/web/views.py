@@ -7,11 +7,13 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from ..models import Run
+from ..roles import VIEW_RUNS, permission_required
 
 PAGE_SIZE = 50
 
 
 @require_GET
+@permission_required(VIEW_RUNS)
 def runs(request: HttpRequest) -> HttpResponse:
     queryset = Run.objects.order_by("-created_at", "-id")
     status = request.GET.get("status", "")
@@ -25,6 +27,7 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@permission_required(VIEW_RUNS)
 def run(request: HttpRequest, run_id: str) -> HttpResponse:
     record = get_object_or_404(Run, pk=run_id)
     context = {
