@@ -110,11 +110,13 @@ def apply(policy: RetentionPolicy, *, dry_run: bool = False, triggered_by: str =
 
 def _apply_in_batches(policy: RetentionPolicy, batch_size: int) -> tuple[int, int]:
     affected = batches = 0
+    after = ""
     while True:
         with transaction.atomic():
-            ids = _lock_batch(policy, batch_size)
+            ids = _lock_batch(policy, batch_size, after)
             if not ids:
                 return affected, batches
+            after = ids[-1]
             if policy.action == Action.DELETE:
                 _delete(ids)
             else:
@@ -123,8 +125,10 @@ def _apply_in_batches(policy: RetentionPolicy, batch_size: int) -> tuple[int, in
         batches += 1
 
 
-def _lock_batch(policy: RetentionPolicy, batch_size: int) -> list[str]:
-    rows = eligible(policy).order_by().values_list("pk", flat=True)
+def _lock_batch(policy: RetentionPolicy, batch_size: int, after: str) -> list[str]:
+    """The next batch in id order (keyset: never rescans what earlier batches removed).
+    A row locked by someone else right now is skipped; the next sweep takes it."""
+    rows = eligible(policy).filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)
     if connection.features.has_select_for_update_skip_locked:
         # The WHERE clause is checked again on the locked row, so a run put on hold
         # (or resumed) a moment ago is skipped.
