@@ -33,6 +33,7 @@ CSRF_COOKIE_SECURE = True
 SESSION_COOKIE_AGE = int(os.environ.get("SESSION_COOKIE_AGE", 8 * 3600))
 SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 
+STATIC_ROOT = os.environ.get("STATIC_ROOT", str(BASE_DIR / "staticfiles"))  # noqa: F405
 # Static files straight from gunicorn, compressed and with far-future cache headers.
 MIDDLEWARE = [*MIDDLEWARE]
 MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
