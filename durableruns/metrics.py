@@ -51,9 +51,11 @@ class DatabaseCollector(Collector):
         yield self._runs_by_status()
         yield from self._approvals()
         escalations = Effect.objects.filter(state=Effect.State.UNKNOWN).count()
-        yield GaugeMetricFamily("durableruns_open_escalations",
-                                "Effects whose outcome is unknown, waiting for an operator",
-                                value=escalations)
+        yield GaugeMetricFamily(
+            "durableruns_open_escalations",
+            "Effects whose outcome is unknown, waiting for an operator",
+            value=escalations,
+        )
         yield self._steps_total()
         yield self._step_latency()
 
@@ -74,15 +76,21 @@ class DatabaseCollector(Collector):
             pending = Run.objects.filter(status=Run.Status.AWAITING_APPROVAL)
             count, oldest = pending.count(), pending.aggregate(t=Min("updated_at"))["t"]
         age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
-        yield GaugeMetricFamily("durableruns_pending_approvals",
-                                "Approvals waiting for a reviewer", value=count)
-        yield GaugeMetricFamily("durableruns_oldest_pending_approval_age_seconds",
-                                "Age of the oldest pending approval", value=age)
+        yield GaugeMetricFamily(
+            "durableruns_pending_approvals", "Approvals waiting for a reviewer", value=count
+        )
+        yield GaugeMetricFamily(
+            "durableruns_oldest_pending_approval_age_seconds",
+            "Age of the oldest pending approval",
+            value=age,
+        )
 
     def _steps_total(self) -> CounterMetricFamily:
         family = CounterMetricFamily(
-            "durableruns_steps", "Steps executed vs replayed from history (kind=tool: effects)",
-            labels=["kind", "outcome"])
+            "durableruns_steps",
+            "Steps executed vs replayed from history (kind=tool: effects)",
+            labels=["kind", "outcome"],
+        )
         keys = {_counter_key(k, o): (k, o) for k in STEP_KINDS for o in OUTCOMES}
         try:
             values = cache.get_many(list(keys))
@@ -97,11 +105,14 @@ class DatabaseCollector(Collector):
         durations = [
             (finished - started).total_seconds()
             for started, finished in Step.objects.filter(finished_at__gte=since)
-            .values_list("started_at", "finished_at").iterator()
+            .values_list("started_at", "finished_at")
+            .iterator()
         ]
         buckets = [(str(le), sum(1 for d in durations if d <= le)) for le in LATENCY_BUCKETS]
         buckets.append(("+Inf", len(durations)))
         return HistogramMetricFamily(
             "durableruns_step_duration_seconds",
             f"Latency of steps finished in the last {int(LATENCY_WINDOW.total_seconds())} s",
-            buckets=buckets, sum_value=sum(durations))
+            buckets=buckets,
+            sum_value=sum(durations),
+        )

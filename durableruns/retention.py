@@ -45,7 +45,7 @@ class Preview:
 def protected() -> Q:
     """Runs no policy may touch, whatever its scope."""
     unknown = Effect.objects.filter(run=OuterRef("pk"), state=Effect.State.UNKNOWN)
-    return (~Q(status__in=TERMINAL_STATUSES) | Q(legal_hold=True) | Q(Exists(unknown)))
+    return ~Q(status__in=TERMINAL_STATUSES) | Q(legal_hold=True) | Q(Exists(unknown))
 
 
 def in_scope(policy: RetentionPolicy) -> Q:
@@ -90,8 +90,13 @@ def apply_all(*, dry_run: bool = False, triggered_by: str = "beat") -> list[Rete
     return [apply(policy, dry_run=dry_run, triggered_by=triggered_by) for policy in ordered]
 
 
-def apply(policy: RetentionPolicy, *, dry_run: bool = False, triggered_by: str = "beat",
-          batch_size: int | None = None) -> RetentionSweep:
+def apply(
+    policy: RetentionPolicy,
+    *,
+    dry_run: bool = False,
+    triggered_by: str = "beat",
+    batch_size: int | None = None,
+) -> RetentionSweep:
     batch_size = batch_size or settings.DURABLERUNS_RETENTION_BATCH
     started_at, clock = timezone.now(), time.monotonic()
     if dry_run:
@@ -99,12 +104,25 @@ def apply(policy: RetentionPolicy, *, dry_run: bool = False, triggered_by: str =
     else:
         affected, batches = _apply_in_batches(policy, batch_size)
     sweep = RetentionSweep.objects.create(
-        policy=policy, policy_name=policy.name, action=policy.action, dry_run=dry_run,
-        runs_affected=affected, batches=batches, triggered_by=triggered_by,
-        duration_ms=(time.monotonic() - clock) * 1000, started_at=started_at,
+        policy=policy,
+        policy_name=policy.name,
+        action=policy.action,
+        dry_run=dry_run,
+        runs_affected=affected,
+        batches=batches,
+        triggered_by=triggered_by,
+        duration_ms=(time.monotonic() - clock) * 1000,
+        started_at=started_at,
     )
-    log.info("retention: policy %r %s %d runs in %d batches (%.0f ms)%s", policy.name,
-             policy.action, affected, batches, sweep.duration_ms, " [dry run]" if dry_run else "")
+    log.info(
+        "retention: policy %r %s %d runs in %d batches (%.0f ms)%s",
+        policy.name,
+        policy.action,
+        affected,
+        batches,
+        sweep.duration_ms,
+        " [dry run]" if dry_run else "",
+    )
     return sweep
 
 
@@ -143,12 +161,15 @@ def _delete(ids: list[str]) -> None:
 
 
 def _redact(ids: list[str]) -> None:
-    payloads = [(Step, ("input", "result", "error")),
-                (Effect, ("args", "result", "error", "note")),
-                *_related_payloads()]
+    payloads = [
+        (Step, ("input", "result", "error")),
+        (Effect, ("args", "result", "error", "note")),
+        *_related_payloads(),
+    ]
     for model, fields in payloads:
         model.objects.filter(run_id__in=ids).update(
-            **{name: _marker_if_set(model, name) for name in fields})
+            **{name: _marker_if_set(model, name) for name in fields}
+        )
     Run.objects.filter(pk__in=ids).update(
         redacted_at=timezone.now(),
         **{name: _marker_if_set(Run, name) for name in ("input", "result", "error", "last_error")},

@@ -36,8 +36,10 @@ SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 STATIC_ROOT = os.environ.get("STATIC_ROOT", str(BASE_DIR / "staticfiles"))  # noqa: F405
 # Static files straight from gunicorn, compressed and with far-future cache headers.
 MIDDLEWARE = [*MIDDLEWARE]
-MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-                  "whitenoise.middleware.WhiteNoiseMiddleware")
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -46,7 +48,9 @@ STORAGES = {
 MAILERS = {
     "default": {
         "BACKEND": os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend"),
-        "OPTIONS": {"host": os.environ.get("EMAIL_HOST", "localhost"),
-                    "port": int(os.environ.get("EMAIL_PORT", 25))},
+        "OPTIONS": {
+            "host": os.environ.get("EMAIL_HOST", "localhost"),
+            "port": int(os.environ.get("EMAIL_PORT", 25)),
+        },
     }
 }

@@ -28,11 +28,14 @@ def issue_token(account: str, password: str, headers: dict, *, idempotency_key: 
     expected = secrets()
     # The tool really received the secrets: redaction happens only on the way to storage.
     if password != expected["arg_password"] or headers["authorization"] != (
-            f"Bearer {expected['arg_bearer']}"):
+        f"Bearer {expected['arg_bearer']}"
+    ):
         raise dr.PermanentError("the tool did not receive the real credentials")
-    return {"access_token": expected["result_token"],
-            "note": f"issued {expected['result_pattern']} for {account}",
-            "verified": True}
+    return {
+        "access_token": expected["result_token"],
+        "note": f"issued {expected['result_pattern']} for {account}",
+        "verified": True,
+    }
 
 
 @dr.tool(kind=dr.READ_ONLY)
@@ -44,12 +47,21 @@ def flaky_upstream(account: str, *, idempotency_key: str) -> dict:
 def canary_bot(run: dr.Run, task: dict) -> dict:
     s = secrets()
     log.warning("connecting with password=%s and %s", s["arg_password"], s["model_secret"])
-    issued = run.call(issue_token, account=task["account"], password=s["arg_password"],
-                      headers={"authorization": f"Bearer {s['arg_bearer']}"})
-    reply = run.llm("confirm", messages=[
-        {"role": "user",
-         "content": f"confirm access_token={issued['access_token']} {s['model_secret']}"},
-    ])
+    issued = run.call(
+        issue_token,
+        account=task["account"],
+        password=s["arg_password"],
+        headers={"authorization": f"Bearer {s['arg_bearer']}"},
+    )
+    reply = run.llm(
+        "confirm",
+        messages=[
+            {
+                "role": "user",
+                "content": f"confirm access_token={issued['access_token']} {s['model_secret']}",
+            },
+        ],
+    )
     try:
         run.call(flaky_upstream, account=task["account"])
     except dr.PermanentError as exc:
@@ -57,8 +69,11 @@ def canary_bot(run: dr.Run, task: dict) -> dict:
             raise RuntimeError(f"wrapped: {exc}") from exc
         except RuntimeError:
             log.exception("upstream failed with %s", s["exception_key"])
-    return {"verified": issued["verified"], "confirmed": s["model_secret"] in reply,
-            "token": issued["access_token"]}
+    return {
+        "verified": issued["verified"],
+        "confirmed": s["model_secret"] in reply,
+        "token": issued["access_token"],
+    }
 
 
 @dr.agent("canary-fail", version="1", max_steps=5)

@@ -30,10 +30,12 @@ def login(request: HttpRequest) -> HttpResponse:
         return _login_view(request)
     keys = _keys(request.POST.get("username", ""), request.META.get("REMOTE_ADDR", ""))
     if _failures(keys[0]) >= settings.DURABLERUNS_LOGIN_MAX_FAILURES or (
-            _failures(keys[1]) >= settings.DURABLERUNS_LOGIN_MAX_FAILURES * ADDRESS_FACTOR):
+        _failures(keys[1]) >= settings.DURABLERUNS_LOGIN_MAX_FAILURES * ADDRESS_FACTOR
+    ):
         log.warning("login throttled for %s", request.POST.get("username", "")[:150])
-        return render(request, "registration/login.html",
-                      {"throttled": True, "form": None}, status=429)
+        return render(
+            request, "registration/login.html", {"throttled": True, "form": None}, status=429
+        )
     response = _login_view(request)
     if response.status_code == 302:
         cache.delete(keys[0])  # a correct password clears that username's count

@@ -52,11 +52,12 @@ def metrics_page(request: HttpRequest) -> HttpResponse:
         raise Http404("metrics are disabled: set DURABLERUNS_METRICS_TOKEN")
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     if not hmac.compare_digest(given.encode(), token.encode()):
-        return HttpResponse("a valid bearer token is required\n", status=401,
-                            content_type="text/plain", headers={"WWW-Authenticate": "Bearer"})
+        return HttpResponse(
+            "a valid bearer token is required\n",
+            status=401,
+            content_type="text/plain",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     registry = CollectorRegistry()
     registry.register(metrics.DatabaseCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-
-
-

@@ -26,8 +26,9 @@ TERMINAL_CHOICES = [(s, s) for s in retention.TERMINAL_STATUSES]
 
 
 class PolicyForm(forms.ModelForm):
-    statuses = forms.MultipleChoiceField(choices=TERMINAL_CHOICES,
-                                         widget=forms.CheckboxSelectMultiple)
+    statuses = forms.MultipleChoiceField(
+        choices=TERMINAL_CHOICES, widget=forms.CheckboxSelectMultiple
+    )
     agent = forms.ChoiceField(required=False)
 
     class Meta:
@@ -58,8 +59,14 @@ class RuleForm(forms.ModelForm):
 
 
 def _snapshot(policy: RetentionPolicy) -> dict[str, Any]:
-    return {"name": policy.name, "agent": policy.agent, "statuses": policy.statuses,
-            "age_days": policy.age_days, "action": policy.action, "enabled": policy.enabled}
+    return {
+        "name": policy.name,
+        "agent": policy.agent,
+        "statuses": policy.statuses,
+        "age_days": policy.age_days,
+        "action": policy.action,
+        "enabled": policy.enabled,
+    }
 
 
 # --- Retention policies ---------------------------------------------------------
@@ -71,8 +78,9 @@ def policies(request: HttpRequest) -> HttpResponse:
     return _policies_page(request, PolicyForm())
 
 
-def _policies_page(request: HttpRequest, form: PolicyForm, *, pending: Any = None,
-                   status: int = 200) -> HttpResponse:
+def _policies_page(
+    request: HttpRequest, form: PolicyForm, *, pending: Any = None, status: int = 200
+) -> HttpResponse:
     rows = [(p, retention.preview([p])) for p in RetentionPolicy.objects.all()]
     context = {
         "rows": rows,
@@ -97,20 +105,28 @@ def policy_create(request: HttpRequest) -> HttpResponse:
 @permission_required(MANAGE_POLICIES)
 def policy_update(request: HttpRequest, pk: int) -> HttpResponse:
     policy = get_object_or_404(RetentionPolicy, pk=pk)
-    return _save_with_preview(request, PolicyForm(request.POST, instance=policy), "policy.update",
-                              before=_snapshot(policy))
+    return _save_with_preview(
+        request,
+        PolicyForm(request.POST, instance=policy),
+        "policy.update",
+        before=_snapshot(policy),
+    )
 
 
 @require_GET
 @permission_required(MANAGE_POLICIES)
 def policy(request: HttpRequest, pk: int) -> HttpResponse:
     record = get_object_or_404(RetentionPolicy, pk=pk)
-    return render(request, "durableruns/admin/policy.html",
-                  {"policy": record, "form": PolicyForm(instance=record), "pending": None})
+    return render(
+        request,
+        "durableruns/admin/policy.html",
+        {"policy": record, "form": PolicyForm(instance=record), "pending": None},
+    )
 
 
-def _save_with_preview(request: HttpRequest, form: PolicyForm, action: str,
-                       before: Any = None) -> HttpResponse:
+def _save_with_preview(
+    request: HttpRequest, form: PolicyForm, action: str, before: Any = None
+) -> HttpResponse:
     """The first submit only previews; the save button appears with the numbers."""
     if not form.is_valid():
         return _render_form(request, form, None, status=400)
@@ -127,11 +143,16 @@ def _save_with_preview(request: HttpRequest, form: PolicyForm, action: str,
     return redirect("policies")
 
 
-def _render_form(request: HttpRequest, form: PolicyForm, pending: Any,
-                 status: int = 200) -> HttpResponse:
+def _render_form(
+    request: HttpRequest, form: PolicyForm, pending: Any, status: int = 200
+) -> HttpResponse:
     if form.instance.pk:
-        return render(request, "durableruns/admin/policy.html",
-                      {"policy": form.instance, "form": form, "pending": pending}, status=status)
+        return render(
+            request,
+            "durableruns/admin/policy.html",
+            {"policy": form.instance, "form": form, "pending": pending},
+            status=status,
+        )
     return _policies_page(request, form, pending=pending, status=status)
 
 
@@ -152,8 +173,13 @@ def policies_apply(request: HttpRequest) -> HttpResponse:
     """Apply the enabled policies now (or count, with dry_run), as beat would."""
     dry_run = request.POST.get("dry_run") == "1"
     with transaction.atomic():
-        audit.record(request.user, "retention.apply", SimpleNamespace(pk="enabled-policies"),
-                     target_type="retention", after={"dry_run": dry_run})
+        audit.record(
+            request.user,
+            "retention.apply",
+            SimpleNamespace(pk="enabled-policies"),
+            target_type="retention",
+            after={"dry_run": dry_run},
+        )
     sweeps = retention.apply_all(dry_run=dry_run, triggered_by=request.user.username)
     total = sum(s.runs_affected for s in sweeps)
     verb = "would affect" if dry_run else "affected"
@@ -190,8 +216,12 @@ def redaction_rule_create(request: HttpRequest) -> HttpResponse:
         rule = form.save(commit=False)
         rule.created_by = request.user
         rule.save()
-        audit.record(request.user, "redaction_rule.create", rule,
-                     after={"kind": rule.kind, "value": rule.value, "note": rule.note})
+        audit.record(
+            request.user,
+            "redaction_rule.create",
+            rule,
+            after={"kind": rule.kind, "value": rule.value, "note": rule.note},
+        )
     return redirect("redaction-rules")
 
 
@@ -201,8 +231,12 @@ def redaction_rule_delete(request: HttpRequest, pk: int) -> HttpResponse:
     with transaction.atomic():
         rule = RedactionRule.objects.filter(pk=pk).first()
         if rule is not None:
-            audit.record(request.user, "redaction_rule.delete", rule,
-                         before={"kind": rule.kind, "value": rule.value, "note": rule.note})
+            audit.record(
+                request.user,
+                "redaction_rule.delete",
+                rule,
+                before={"kind": rule.kind, "value": rule.value, "note": rule.note},
+            )
             rule.delete()
     return redirect("redaction-rules")
 
@@ -227,8 +261,13 @@ def _set_hold(request: HttpRequest, run_id: str, hold: bool) -> HttpResponse:
     with transaction.atomic():
         changed = Run.objects.filter(pk=run_id, legal_hold=not hold).update(legal_hold=hold)
         if changed:
-            audit.record(request.user, "run.legal_hold" if hold else "run.legal_hold_clear", run,
-                         before={"legal_hold": not hold}, after={"legal_hold": hold})
+            audit.record(
+                request.user,
+                "run.legal_hold" if hold else "run.legal_hold_clear",
+                run,
+                before={"legal_hold": not hold},
+                after={"legal_hold": hold},
+            )
     return redirect(run.get_absolute_url())
 
 

@@ -56,8 +56,15 @@ def test_metrics_report_runs_approvals_escalations_and_steps(client, settings):
     waiting = make_run("wait", Run.Status.AWAITING_APPROVAL)
     Run.objects.filter(pk=waiting.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
     now = timezone.now()
-    Step.objects.create(run=waiting, position=1, step_id="1-x", kind="compute", name="x",
-                        started_at=now - timedelta(milliseconds=300), finished_at=now)
+    Step.objects.create(
+        run=waiting,
+        position=1,
+        step_id="1-x",
+        kind="compute",
+        name="x",
+        started_at=now - timedelta(milliseconds=300),
+        finished_at=now,
+    )
     before = _scrape(client)
     metrics.count_step("tool", "executed")
     metrics.count_step("tool", "replayed")

@@ -13,8 +13,14 @@ from tests.admin.factories import make_run, mixed_runs
 
 pytestmark = pytest.mark.django_db
 
-FORM = {"name": "drop-failed", "agent": "refund-bot", "statuses": ["failed", "cancelled"],
-        "age_days": "30", "action": "delete", "enabled": "on"}
+FORM = {
+    "name": "drop-failed",
+    "agent": "refund-bot",
+    "statuses": ["failed", "cancelled"],
+    "age_days": "30",
+    "action": "delete",
+    "enabled": "on",
+}
 
 
 def test_it_previews_a_policy_before_saving_it(client, carol):
@@ -23,7 +29,8 @@ def test_it_previews_a_policy_before_saving_it(client, carol):
     response = client.post(reverse("policy-create"), {**FORM, "confirm": "preview"})
     assert response.status_code == 200
     assert "This policy alone: <strong>would delete 2 runs, redact 0</strong>" in (
-        response.content.decode())
+        response.content.decode()
+    )
     assert 'value="save"' in response.content.decode()
     assert not RetentionPolicy.objects.exists()
 
@@ -37,23 +44,26 @@ def test_it_previews_a_policy_before_saving_it(client, carol):
 
 def test_it_renders_the_preview_partial_for_htmx(client, carol):
     client.force_login(carol)
-    response = client.post(reverse("policy-create"), {**FORM, "confirm": "preview"},
-                           headers={"HX-Request": "true"})
+    response = client.post(
+        reverse("policy-create"), {**FORM, "confirm": "preview"}, headers={"HX-Request": "true"}
+    )
     body = response.content.decode()
     assert body.lstrip().startswith('<form method="post"') and "would delete 0 runs" in body
 
 
 def test_it_refuses_an_invalid_policy(client, carol):
     client.force_login(carol)
-    response = client.post(reverse("policy-create"), {**FORM, "statuses": ["running"],
-                                                      "confirm": "save"})
+    response = client.post(
+        reverse("policy-create"), {**FORM, "statuses": ["running"], "confirm": "save"}
+    )
     assert response.status_code == 400
     assert not RetentionPolicy.objects.exists()
 
 
 def test_it_edits_a_policy_with_a_preview_and_audits_the_change(client, carol):
-    policy = RetentionPolicy.objects.create(name="p", statuses=["failed"], age_days=30,
-                                            action="delete")
+    policy = RetentionPolicy.objects.create(
+        name="p", statuses=["failed"], age_days=30, action="delete"
+    )
     client.force_login(carol)
     assert client.get(policy.get_absolute_url()).status_code == 200
     url = reverse("policy-update", args=[policy.pk])
@@ -66,8 +76,9 @@ def test_it_edits_a_policy_with_a_preview_and_audits_the_change(client, carol):
 
 
 def test_it_deletes_a_policy_and_audits_it(client, carol):
-    policy = RetentionPolicy.objects.create(name="p", statuses=["failed"], age_days=30,
-                                            action="delete")
+    policy = RetentionPolicy.objects.create(
+        name="p", statuses=["failed"], age_days=30, action="delete"
+    )
     client.force_login(carol)
     client.post(reverse("policy-delete", args=[policy.pk]))
     assert not RetentionPolicy.objects.exists()
@@ -76,8 +87,9 @@ def test_it_deletes_a_policy_and_audits_it(client, carol):
 
 def test_it_shows_the_overall_preview_and_the_sweep_log(client, carol):
     mixed_runs()
-    RetentionPolicy.objects.create(name="drop", agent="refund-bot", statuses=["failed"],
-                                   age_days=30, action="delete")
+    RetentionPolicy.objects.create(
+        name="drop", agent="refund-bot", statuses=["failed"], age_days=30, action="delete"
+    )
     client.force_login(carol)
     body = client.get(reverse("policies")).content.decode()
     assert "would delete 1 runs, redact 0" in body
@@ -97,8 +109,9 @@ def test_an_operator_puts_a_run_on_hold_and_only_an_admin_clears_it(client, bob,
     assert client.post(reverse("run-hold", args=["r1"])).status_code == 302
     assert Run.objects.get(pk="r1").legal_hold
     assert client.post(reverse("run-release", args=["r1"])).status_code == 403
-    policy = RetentionPolicy.objects.create(name="all", statuses=["succeeded"], age_days=0,
-                                            action="delete")
+    policy = RetentionPolicy.objects.create(
+        name="all", statuses=["succeeded"], age_days=0, action="delete"
+    )
     retention.apply(policy)
     assert Run.objects.filter(pk="r1").exists()
 
@@ -122,10 +135,14 @@ def test_an_admin_adds_a_redaction_rule_that_applies_at_once(client, carol):
     client.force_login(carol)
     assert redact({"employee_id": "E-1"}) == {"employee_id": "E-1"}
     client.post(reverse("redaction-rule-create"), {"kind": "key", "value": "employee_id"})
-    client.post(reverse("redaction-rule-create"),
-                {"kind": "pattern", "value": r"\bCASE-\d{6}\b", "note": "case numbers"})
+    client.post(
+        reverse("redaction-rule-create"),
+        {"kind": "pattern", "value": r"\bCASE-\d{6}\b", "note": "case numbers"},
+    )
     assert redact({"employee_id": "E-1", "text": "see CASE-123456"}) == {
-        "employee_id": "[REDACTED]", "text": "see [REDACTED]"}
+        "employee_id": "[REDACTED]",
+        "text": "see [REDACTED]",
+    }
     body = client.get(reverse("redaction-rules")).content.decode()
     assert "employee_id" in body and "case numbers" in body
     assert AuditEvent.objects.filter(action="redaction_rule.create").count() == 2

@@ -17,15 +17,21 @@ UNTOUCHABLE = {"running", "waiting", "awaiting", "escalated", "cancelled-unknown
 
 
 def _policy(action: str, **fields) -> RetentionPolicy:
-    defaults = {"name": f"{action}-old", "agent": "refund-bot", "statuses": ALL_TERMINAL,
-                "age_days": 30, "action": action}
+    defaults = {
+        "name": f"{action}-old",
+        "agent": "refund-bot",
+        "statuses": ALL_TERMINAL,
+        "age_days": 30,
+        "action": action,
+    }
     return RetentionPolicy.objects.create(**{**defaults, **fields})
 
 
 def test_it_deletes_only_old_terminal_unprotected_runs_of_the_agent():
     mixed_runs()
-    AuditEvent.objects.create(actor_name="bob", action="run.cancel", target_type="run",
-                              target_id="cancelled")
+    AuditEvent.objects.create(
+        actor_name="bob", action="run.cancel", target_type="run", target_id="cancelled"
+    )
     sweep = retention.apply(_policy("delete"))
 
     remaining = set(Run.objects.values_list("id", flat=True))
@@ -58,8 +64,11 @@ def test_it_redacts_payloads_but_keeps_keys_states_and_decisions():
 def test_it_never_touches_unfinished_escalated_or_held_runs():
     runs = mixed_runs()
     for action in ("delete", "redact"):
-        retention.apply(_policy(action, name=f"everything-{action}", agent="",
-                                statuses=ALL_TERMINAL, age_days=0))
+        retention.apply(
+            _policy(
+                action, name=f"everything-{action}", agent="", statuses=ALL_TERMINAL, age_days=0
+            )
+        )
     for run_id in UNTOUCHABLE:
         run = Run.objects.get(pk=run_id)
         assert run.input == runs[run_id].input, run_id
@@ -95,8 +104,11 @@ def test_it_applies_in_batches_and_logs_each_sweep():
     sweep = retention.apply(_policy("redact", agent=""), batch_size=2, triggered_by="test")
     assert (sweep.runs_affected, sweep.batches) == (4, 2)
     logged = RetentionSweep.objects.get()
-    assert (logged.policy_name, logged.action, logged.triggered_by) == ("redact-old", "redact",
-                                                                        "test")
+    assert (logged.policy_name, logged.action, logged.triggered_by) == (
+        "redact-old",
+        "redact",
+        "test",
+    )
     assert logged.duration_ms > 0
 
 

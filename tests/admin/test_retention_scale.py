@@ -32,7 +32,9 @@ def _bulk_create_old_runs(count: int) -> None:
                 '{"refunded": true}', 10, 60, 2, '', 1, 0, 0, 0,
                 now() - interval '100 days', now() - interval '100 days', now(), false
             FROM generate_series(1, %s) AS n
-            """, [count])
+            """,
+            [count],
+        )
         cursor.execute(
             """
             INSERT INTO durableruns_step (run_id, position, step_id, kind, name, tool,
@@ -40,7 +42,8 @@ def _bulk_create_old_runs(count: int) -> None:
             SELECT id, 0, '0-plan', 'llm', 'plan', '', 'f', '{"m": 1}', '{"content": "x"}', 1,
                 finished_at, finished_at, 1
             FROM durableruns_run WHERE id LIKE 'bulk-%%'
-            """)
+            """
+        )
         cursor.execute(
             """
             INSERT INTO durableruns_effect (run_id, position, idempotency_key, tool, tool_kind,
@@ -48,7 +51,8 @@ def _bulk_create_old_runs(count: int) -> None:
             SELECT id, 1, id || ':1-refund:refund:ab', 'refund', 'idempotent_write', 'ab',
                 '{"cents": 1}', 'succeeded', 1, finished_at, '', ''
             FROM durableruns_run WHERE id LIKE 'bulk-%%'
-            """)
+            """
+        )
 
 
 class ConcurrentWriter(threading.Thread):
@@ -67,8 +71,20 @@ class ConcurrentWriter(threading.Thread):
             position = 0
             while not self.stop.is_set():
                 now = timezone.now()
-                outcome = store.StepOutcome(position, f"{position}-s", "compute", "s", "", "f",
-                                            None, {"n": position}, None, 1, now, now)
+                outcome = store.StepOutcome(
+                    position,
+                    f"{position}-s",
+                    "compute",
+                    "s",
+                    "",
+                    "f",
+                    None,
+                    {"n": position},
+                    None,
+                    1,
+                    now,
+                    now,
+                )
                 started = time.monotonic()
                 store.commit_step(lease, outcome)
                 self.latencies.append(time.monotonic() - started)
@@ -86,10 +102,18 @@ class ConcurrentWriter(threading.Thread):
 
 def test_a_sweep_over_100000_runs_never_blocks_a_live_run_for_a_second():
     _bulk_create_old_runs(RUNS)
-    Run.objects.create(id="live", agent="refund-bot", agent_version="1", input={},
-                       status=Run.Status.QUEUED, max_steps=10**6, max_duration_seconds=3600)
-    policy = RetentionPolicy.objects.create(name="drop-old", agent="", statuses=["succeeded"],
-                                            age_days=30, action="delete")
+    Run.objects.create(
+        id="live",
+        agent="refund-bot",
+        agent_version="1",
+        input={},
+        status=Run.Status.QUEUED,
+        max_steps=10**6,
+        max_duration_seconds=3600,
+    )
+    policy = RetentionPolicy.objects.create(
+        name="drop-old", agent="", statuses=["succeeded"], age_days=30, action="delete"
+    )
     assert retention.preview([policy]).delete == RUNS
 
     writer = ConcurrentWriter()
@@ -107,6 +131,8 @@ def test_a_sweep_over_100000_runs_never_blocks_a_live_run_for_a_second():
     assert Run.objects.filter(pk="live").exists()
     assert len(writer.latencies) > 50, "the writer must have committed during the sweep"
     worst = max(writer.latencies)
-    print(f"\nsweep of {RUNS} runs: {elapsed:.1f}s, {sweep.batches} batches; "
-          f"{len(writer.latencies)} concurrent step commits, max latency {worst * 1000:.0f} ms")
+    print(
+        f"\nsweep of {RUNS} runs: {elapsed:.1f}s, {sweep.batches} batches; "
+        f"{len(writer.latencies)} concurrent step commits, max latency {worst * 1000:.0f} ms"
+    )
     assert worst < 1.0

@@ -6,7 +6,6 @@ redis-server, captured with MONITOR) — while the run still works."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import secrets
 import shutil
@@ -38,16 +37,16 @@ def _luhn_card() -> str:
 
 def _canaries() -> dict[str, str]:
     return {
-        "input_key": _token(),                       # under "api_key" in the input
-        "input_pattern": f"sk_live_{_token()}",      # free text in the input
-        "arg_password": _token(),                    # a "password" argument, and logged
-        "arg_bearer": _token(32),                    # "Bearer ..." in a header argument
-        "result_token": _token(),                    # "access_token" in a tool result
-        "result_pattern": f"sk_test_{_token()}",     # free text in a tool result
+        "input_key": _token(),  # under "api_key" in the input
+        "input_pattern": f"sk_live_{_token()}",  # free text in the input
+        "arg_password": _token(),  # a "password" argument, and logged
+        "arg_bearer": _token(32),  # "Bearer ..." in a header argument
+        "result_token": _token(),  # "access_token" in a tool result
+        "result_pattern": f"sk_test_{_token()}",  # free text in a tool result
         "model_secret": f"canary-{secrets.token_hex(12)}",  # an admin's pattern; model reply
-        "exception_key": f"sk_live_{_token()}",      # in a tool's exception message
-        "fail_token": _token(),                      # "token=..." in an uncaught exception
-        "fail_card": _luhn_card(),                   # a card number in the same message
+        "exception_key": f"sk_live_{_token()}",  # in a tool's exception message
+        "fail_token": _token(),  # "token=..." in an uncaught exception
+        "fail_card": _luhn_card(),  # a card number in the same message
     }
 
 
@@ -61,18 +60,41 @@ def _free_port() -> int:
 def private_redis(tmp_path, settings):
     """A redis-server of our own, with every command it receives written to a file."""
     port = _free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"],
-                              stdout=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"redis://127.0.0.1:{port}/0"
-    wait_for(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"],
-                                    capture_output=True).stdout.strip() == b"PONG",
-             timeout=10, message="private redis")
+    wait_for(
+        lambda: (
+            subprocess.run(
+                ["redis-cli", "-p", str(port), "ping"], capture_output=True
+            ).stdout.strip()
+            == b"PONG"
+        ),
+        timeout=10,
+        message="private redis",
+    )
     capture = tmp_path / "redis-monitor.txt"
-    monitor = subprocess.Popen(["redis-cli", "-p", str(port), "monitor"],
-                               stdout=capture.open("wb"), start_new_session=True)
-    wait_for(lambda: capture.exists() and b"OK" in capture.read_bytes(), timeout=10,
-             message="MONITOR to start")
+    monitor = subprocess.Popen(
+        ["redis-cli", "-p", str(port), "monitor"], stdout=capture.open("wb"), start_new_session=True
+    )
+    wait_for(
+        lambda: capture.exists() and b"OK" in capture.read_bytes(),
+        timeout=10,
+        message="MONITOR to start",
+    )
     settings.CELERY_BROKER_URL = url  # the `processes` fixture hands it to the workers
     yield url, capture
     monitor.kill()
@@ -83,18 +105,42 @@ def private_redis(tmp_path, settings):
 
 def _start(processes, agent: str, run_id: str, run_input: dict, env: dict) -> None:
     subprocess.run(
-        [sys.executable, "manage.py", "startrun", agent, "--run-id", run_id,
-         "--input", json.dumps(run_input)],
-        cwd=ROOT, env={**processes.env, **env}, check=True, capture_output=True, timeout=60,
+        [
+            sys.executable,
+            "manage.py",
+            "startrun",
+            agent,
+            "--run-id",
+            run_id,
+            "--input",
+            json.dumps(run_input),
+        ],
+        cwd=ROOT,
+        env={**processes.env, **env},
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
 
 
 def _pg_dump() -> str:
     db = connection.settings_dict
     result = subprocess.run(
-        [shutil.which("pg_dump") or "pg_dump", "-h", db["HOST"], "-p", str(db["PORT"] or 5432),
-         "-U", db["USER"], "--data-only", db["NAME"]],
-        capture_output=True, text=True, check=True, timeout=120,
+        [
+            shutil.which("pg_dump") or "pg_dump",
+            "-h",
+            db["HOST"],
+            "-p",
+            str(db["PORT"] or 5432),
+            "-U",
+            db["USER"],
+            "--data-only",
+            db["NAME"],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     return result.stdout
 
@@ -103,19 +149,29 @@ def test_no_secret_reaches_the_database_the_logs_or_redis(private_redis, process
     url, capture = private_redis
     canaries = _canaries()
     RedactionRule.objects.create(kind="pattern", value=r"canary-[0-9a-f]{24}")
-    env = {"CANARY_SECRETS": json.dumps(canaries), "REDIS_URL": url,
-           "DURABLERUNS_AGENT_MODULES": "durableruns.demo.agents,tests.agents_canary"}
+    env = {
+        "CANARY_SECRETS": json.dumps(canaries),
+        "REDIS_URL": url,
+        "DURABLERUNS_AGENT_MODULES": "durableruns.demo.agents,tests.agents_canary",
+    }
     processes.env.update(env)
     processes.worker()
     processes.beat()
 
-    run_input = {"account": "acme", "api_key": canaries["input_key"],
-                 "note": f"use {canaries['input_pattern']} for this"}
+    run_input = {
+        "account": "acme",
+        "api_key": canaries["input_key"],
+        "note": f"use {canaries['input_pattern']} for this",
+    }
     _start(processes, "canary-bot", "canary-ok", run_input, env)
     _start(processes, "canary-fail", "canary-fail", {"account": "acme"}, env)
-    wait_for(lambda: Run.objects.filter(pk__in=["canary-ok", "canary-fail"],
-                                        status__in=Run.TERMINAL).count() == 2,
-             message="both canary runs to finish")
+    wait_for(
+        lambda: (
+            Run.objects.filter(pk__in=["canary-ok", "canary-fail"], status__in=Run.TERMINAL).count()
+            == 2
+        ),
+        message="both canary runs to finish",
+    )
 
     ok = Run.objects.get(pk="canary-ok")
     assert ok.status == Run.Status.SUCCEEDED, ok.error

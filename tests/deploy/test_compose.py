@@ -22,8 +22,9 @@ def _readme_commands() -> dict[str, list[str] | None]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Deployment", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([\w-]+)` \| (.+?) \| .+ \|$", section, flags=re.MULTILINE)
-    return {name: shlex.split(cmd.strip("`")) if cmd.startswith("`") else None
-            for name, cmd in rows}
+    return {
+        name: shlex.split(cmd.strip("`")) if cmd.startswith("`") else None for name, cmd in rows
+    }
 
 
 def test_it_has_every_service():

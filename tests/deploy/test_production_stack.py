@@ -50,15 +50,35 @@ def stack(tmp_path, settings):
         "DURABLERUNS_VAR_DIR": str(tmp_path / "var"),
         "PYTHONUNBUFFERED": "1",
     }
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-                   cwd=ROOT, env=env, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
+    )
     (tmp_path / "logs").mkdir()
     procs = Processes(env, tmp_path / "logs")
     log = (tmp_path / "logs" / "gunicorn.log").open("wb")
     web = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "durableruns.wsgi:application", "--bind",
-         f"127.0.0.1:{port}", "--workers", "2", "--access-logfile", "-"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "durableruns.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--access-logfile",
+            "-",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     procs.procs.append(web)
     procs.worker()
     wait_for(lambda: _up(base), timeout=60, message="gunicorn to answer")
@@ -87,8 +107,7 @@ class Browser:
         headers = {**HTTPS, "Origin": f"https://{host}", **kwargs.pop("headers", {})}
         if self.cookies:
             headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        response = httpx.request(method, self.base + path, headers=headers, timeout=10,
-                                 **kwargs)
+        response = httpx.request(method, self.base + path, headers=headers, timeout=10, **kwargs)
         for raw in response.headers.get_list("set-cookie"):
             self.set_cookie_headers.append(raw)
             name, value = raw.split(";", 1)[0].split("=", 1)
@@ -98,8 +117,11 @@ class Browser:
     def login(self, username: str, password: str) -> None:
         page = self.request("GET", "/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-        response = self.request("POST", "/login/", data={
-            "username": username, "password": password, "csrfmiddlewaretoken": token})
+        response = self.request(
+            "POST",
+            "/login/",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+        )
         assert response.status_code == 302, response.text[:500]
 
 
@@ -112,13 +134,28 @@ def _start_demo_run(browser: Browser, base: str, env: dict) -> str:
         # The JSON API is built on another branch; until it is merged, start the run
         # the other documented way, against the same production processes.
         result = subprocess.run(
-            [sys.executable, "manage.py", "startrun", "refund-bot", "--input",
-             '{"order_id": "A-1001", "payments": "dedupe", "email": "dedupe"}'],
-            cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "manage.py",
+                "startrun",
+                "refund-bot",
+                "--input",
+                '{"order_id": "A-1001", "payments": "dedupe", "email": "dedupe"}',
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return result.stdout.strip()
     response = browser.request(
-        "POST", "/api/runs/", json={"agent": "refund-bot", "input": run_input},
-        headers={"X-CSRFToken": browser.cookies.get("csrftoken", "")})
+        "POST",
+        "/api/runs/",
+        json={"agent": "refund-bot", "input": run_input},
+        headers={"X-CSRFToken": browser.cookies.get("csrftoken", "")},
+    )
     assert response.status_code in (200, 201, 202), response.text[:500]
     return response.json()["id"]
 
@@ -136,8 +173,11 @@ def test_it_completes_a_demo_run_under_gunicorn_with_production_settings(stack, 
     assert "Secure" in session_cookie and "HttpOnly" in session_cookie
 
     run_id = _start_demo_run(browser, base, procs.env)
-    wait_for(lambda: Run.objects.filter(pk=run_id, status__in=Run.TERMINAL).exists(),
-             timeout=90, message="the demo run to finish")
+    wait_for(
+        lambda: Run.objects.filter(pk=run_id, status__in=Run.TERMINAL).exists(),
+        timeout=90,
+        message="the demo run to finish",
+    )
     run = Run.objects.get(pk=run_id)
     assert run.status == Run.Status.SUCCEEDED, (run.error, procs.logs())
 
@@ -150,8 +190,9 @@ def test_it_completes_a_demo_run_under_gunicorn_with_production_settings(stack, 
     css = httpx.get(base + stylesheet.group(1), headers=HTTPS, timeout=5)
     assert css.status_code == 200 and "max-age" in css.headers["Cache-Control"]
 
-    metrics = httpx.get(f"{base}/metrics", timeout=5,
-                        headers={"Authorization": "Bearer prod-metrics-token"})
+    metrics = httpx.get(
+        f"{base}/metrics", timeout=5, headers={"Authorization": "Bearer prod-metrics-token"}
+    )
     assert 'durableruns_runs{status="succeeded"} 1.0' in metrics.text
     worker_log = next(procs.log_dir.glob("worker-*.log")).read_text()
     assert f'"run_id": "{run_id}"' in worker_log, "structured logs carry the run id"

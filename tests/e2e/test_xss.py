@@ -18,15 +18,21 @@ CORPUS = [
     '<img src=x onerror="window.__xss=1">',
     '"><svg onload=window.__xss=1>',
     "</pre><script>alert(1)</script>",
-    "<iframe srcdoc=\"<script>parent.__xss=1</script>\"></iframe>",
-    "<a href=\"javascript:window.__xss=1\" id=xss-link>click</a>",
+    '<iframe srcdoc="<script>parent.__xss=1</script>"></iframe>',
+    '<a href="javascript:window.__xss=1" id=xss-link>click</a>',
     "'-alert(1)-'",
     "<details open ontoggle=window.__xss=1>",
     "<style>body{display:none}</style>",
 ]
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 INJECTED = "img[src='x'], svg, iframe, #xss-link, details[ontoggle], main style"
 
 
@@ -36,8 +42,9 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium",
-                                              args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+        )
         yield chromium
         chromium.close()
 
@@ -49,8 +56,10 @@ def page(browser, live_server, carol):
     page.dialogs = []
     page.csp_errors = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-    page.on("console", lambda msg: "Content Security Policy" in msg.text
-            and page.csp_errors.append(msg.text))
+    page.on(
+        "console",
+        lambda msg: "Content Security Policy" in msg.text and page.csp_errors.append(msg.text),
+    )
     page.goto(f"{live_server.url}/login/")
     page.fill("#id_username", "carol")
     page.fill("#id_password", "carol-password-1")
@@ -63,28 +72,66 @@ def page(browser, live_server, carol):
 def _hostile_run(index: int, payload: str) -> Run:
     now = timezone.now()
     run = Run.objects.create(
-        id=f"xss-{index}", agent="refund-bot", agent_version="1",
-        input={"order_id": payload}, status=Run.Status.FAILED,
-        error={"type": "PermanentError", "message": payload}, max_steps=10,
-        max_duration_seconds=60, finished_at=now)
+        id=f"xss-{index}",
+        agent="refund-bot",
+        agent_version="1",
+        input={"order_id": payload},
+        status=Run.Status.FAILED,
+        error={"type": "PermanentError", "message": payload},
+        max_steps=10,
+        max_duration_seconds=60,
+        finished_at=now,
+    )
     steps = [
-        ("llm", "plan", {"messages": [{"role": "user", "content": payload}]},
-         {"content": payload}, None),
+        (
+            "llm",
+            "plan",
+            {"messages": [{"role": "user", "content": payload}]},
+            {"content": payload},
+            None,
+        ),
         ("tool", "refund", {"order_id": payload}, {"refund_id": payload}, None),
         # An approval's payload as the reviewer saw it.
-        ("approval", "approve-refund", {"summary": payload, "payload": {"note": payload}},
-         {"approved": True, "comment": payload}, None),
-        ("tool", "send_email", {"body": payload}, None,
-         {"type": "PermanentError", "message": payload}),
+        (
+            "approval",
+            "approve-refund",
+            {"summary": payload, "payload": {"note": payload}},
+            {"approved": True, "comment": payload},
+            None,
+        ),
+        (
+            "tool",
+            "send_email",
+            {"body": payload},
+            None,
+            {"type": "PermanentError", "message": payload},
+        ),
     ]
     for position, (kind, name, step_input, result, error) in enumerate(steps):
-        Step.objects.create(run=run, position=position, step_id=f"{position}-{name}",
-                            kind=kind, name=name, tool=name if kind == "tool" else "",
-                            input=step_input, result=result, error=error,
-                            started_at=now, finished_at=now)
-    Effect.objects.create(run=run, position=1, idempotency_key=f"{run.id}:1-refund:refund:ab",
-                          tool="refund", tool_kind="unsafe_write", fingerprint="ab",
-                          args={"order_id": payload}, state="succeeded", started_at=now)
+        Step.objects.create(
+            run=run,
+            position=position,
+            step_id=f"{position}-{name}",
+            kind=kind,
+            name=name,
+            tool=name if kind == "tool" else "",
+            input=step_input,
+            result=result,
+            error=error,
+            started_at=now,
+            finished_at=now,
+        )
+    Effect.objects.create(
+        run=run,
+        position=1,
+        idempotency_key=f"{run.id}:1-refund:refund:ab",
+        tool="refund",
+        tool_kind="unsafe_write",
+        fingerprint="ab",
+        args={"order_id": payload},
+        state="succeeded",
+        started_at=now,
+    )
     return run
 
 
@@ -97,8 +144,9 @@ def _assert_inert(page, where: str) -> None:
 
 def test_the_corpus_renders_as_text_and_executes_nothing(page, live_server):
     runs = [_hostile_run(index, payload) for index, payload in enumerate(CORPUS)]
-    RetentionPolicy.objects.create(name=CORPUS[1][:100], statuses=["failed"], age_days=30,
-                                   action="delete")
+    RetentionPolicy.objects.create(
+        name=CORPUS[1][:100], statuses=["failed"], age_days=30, action="delete"
+    )
     RedactionRule.objects.create(kind="key", value=CORPUS[0], note=CORPUS[2])
 
     for run, payload in zip(runs, CORPUS, strict=True):
@@ -116,8 +164,15 @@ def test_the_corpus_renders_as_text_and_executes_nothing(page, live_server):
 
 
 def test_htmx_refreshes_a_live_run_under_the_content_security_policy(page, live_server):
-    run = Run.objects.create(id="live", agent="refund-bot", agent_version="1", input={},
-                             status=Run.Status.RUNNING, max_steps=10, max_duration_seconds=60)
+    run = Run.objects.create(
+        id="live",
+        agent="refund-bot",
+        agent_version="1",
+        input={},
+        status=Run.Status.RUNNING,
+        max_steps=10,
+        max_duration_seconds=60,
+    )
     response = page.goto(f"{live_server.url}/runs/{run.id}/")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     from playwright.sync_api import expect

@@ -1,4 +1,4 @@
-"""Every URL × every role gets the expected status; every state change is a POST
+"""Every URL x every role gets the expected status; every state change is a POST
 protected by CSRF; every response carries the Content-Security-Policy.
 
 The URL list comes from the resolver, so a URL added anywhere is covered: a URL
@@ -67,12 +67,18 @@ EXPECTED: dict[str, Expect] = {
     # authenticated by nobody (they are local stand-ins), exempt from CSRF.
     "provider-order": Expect("GET", PUBLIC, {"order_id": "A-1001"}),
     "provider-search": Expect("GET", PUBLIC),
-    "provider-dedupe": Expect("POST", _by_role(400, 400, 400, 400, 400),
-                              {"provider": "payments"}, csrf=False),
-    "provider-lookup": Expect("GET", _by_role(404, 404, 404, 404, 404),
-                              {"provider": "payments", "key": "nope"}),
-    "provider-execute": Expect("POST", _by_role(400, 400, 400, 400, 400),
-                               {"provider": "payments", "mode": "none"}, csrf=False),
+    "provider-dedupe": Expect(
+        "POST", _by_role(400, 400, 400, 400, 400), {"provider": "payments"}, csrf=False
+    ),
+    "provider-lookup": Expect(
+        "GET", _by_role(404, 404, 404, 404, 404), {"provider": "payments", "key": "nope"}
+    ),
+    "provider-execute": Expect(
+        "POST",
+        _by_role(400, 400, 400, 400, 400),
+        {"provider": "payments", "mode": "none"},
+        csrf=False,
+    ),
 }
 
 
@@ -100,10 +106,18 @@ def test_every_url_has_an_expectation():
 
 @pytest.fixture
 def objects(db):
-    Run.objects.create(id="r1", agent="refund-bot", agent_version="1", input={},
-                       status=Run.Status.SUCCEEDED, max_steps=5, max_duration_seconds=60)
-    policy = RetentionPolicy.objects.create(name="p", statuses=["failed"], age_days=30,
-                                            action="delete")
+    Run.objects.create(
+        id="r1",
+        agent="refund-bot",
+        agent_version="1",
+        input={},
+        status=Run.Status.SUCCEEDED,
+        max_steps=5,
+        max_duration_seconds=60,
+    )
+    policy = RetentionPolicy.objects.create(
+        name="p", statuses=["failed"], age_days=30, action="delete"
+    )
     rule = RedactionRule.objects.create(kind="key", value="employee_id")
     return {"policy": policy.pk, "rule": rule.pk}
 
@@ -148,8 +162,9 @@ def test_state_changes_refuse_get(name, objects, django_user_model):
     assert response.status_code == 405
 
 
-@pytest.mark.parametrize("name", [n for n in KNOWN if EXPECTED[n].method == "POST"
-                                  and EXPECTED[n].csrf])
+@pytest.mark.parametrize(
+    "name", [n for n in KNOWN if EXPECTED[n].method == "POST" and EXPECTED[n].csrf]
+)
 def test_state_changes_require_a_csrf_token(name, objects, django_user_model):
     client = _client("admin", django_user_model, enforce_csrf_checks=True)
     response = client.post(_url(name, objects), EXPECTED[name].data)
@@ -160,8 +175,7 @@ def test_state_changes_require_a_csrf_token(name, objects, django_user_model):
 
 def test_login_requires_a_csrf_token(carol):
     client = Client(enforce_csrf_checks=True)
-    response = client.post(reverse("login"), {"username": "carol",
-                                              "password": "carol-password-1"})
+    response = client.post(reverse("login"), {"username": "carol", "password": "carol-password-1"})
     assert response.status_code == 403
 
 
