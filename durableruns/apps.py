@@ -14,4 +14,18 @@ class DurableRunsConfig(AppConfig):
         from .engine import registry
 
         post_migrate.connect(roles.ensure_groups, sender=self)
+        self._watch_redaction_rules()
         registry.load_agent_modules(settings.DURABLERUNS_AGENT_MODULES)
+
+    def _watch_redaction_rules(self) -> None:
+        """Every process drops its cached redaction rules when an admin changes one."""
+        from django.db.models.signals import post_delete, post_save
+
+        from .engine.redaction import rules_changed
+        from .models import RedactionRule
+
+        def changed(**kwargs: object) -> None:
+            rules_changed()
+
+        post_save.connect(changed, sender=RedactionRule, weak=False)
+        post_delete.connect(changed, sender=RedactionRule, weak=False)

@@ -26,3 +26,7 @@ def _schedule_sweeps(sender: Celery, **kwargs: object) -> None:
         sender.signature("durableruns.prune_idempotency_records"),
         name="prune-idempotency-records",
     )
+    sender.add_periodic_task(
+        settings.DURABLERUNS_RETENTION_INTERVAL, sender.signature("durableruns.apply_retention"),
+        name="apply_retention",
+    )

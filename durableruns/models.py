@@ -44,6 +44,10 @@ class Run(models.Model):
     retry_position = models.IntegerField(null=True, blank=True)
     retry_attempts = models.PositiveIntegerField(default=0)
     last_error = models.JSONField(null=True, blank=True)
+    # Retention (admin area): a held run is never deleted or redacted; a redacted
+    # run keeps its ledger keys, states and decisions but no payloads.
+    legal_hold = models.BooleanField(default=False)
+    redacted_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
     fork_position = models.PositiveIntegerField(null=True, blank=True)
     # A sandboxed run (a fork made to try something) never calls write tools; its
@@ -307,3 +311,80 @@ class Approval(models.Model):
     def final_payload(self) -> object:
         """What the agent receives: the edit if there was one, else what was shown."""
         return self.edited_payload if self.decision == self.Decision.EDIT else self.payload
+# --- Admin: retention, redaction rules, legal hold (issue 6) -------------------
+# Run.legal_hold and Run.redacted_at (in Run above) belong to this area too.
+
+class RetentionPolicy(models.Model):
+    """Delete or redact terminal runs of an agent after they are `age_days` old."""
+
+    class Action(models.TextChoices):
+        DELETE = "delete", "Delete the run entirely"
+        REDACT = "redact", "Redact payloads, keep keys, states and decisions"
+
+    name = models.CharField(max_length=100, unique=True)
+    agent = models.CharField(max_length=100, blank=True, default="",
+                             help_text="Empty: every agent.")
+    statuses = models.JSONField(default=list, help_text="Terminal statuses in scope.")
+    age_days = models.PositiveIntegerField()
+    action = models.CharField(max_length=10, choices=Action)
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.action} after {self.age_days}d"
+
+    def get_absolute_url(self) -> str:
+        return reverse("policy", args=[self.pk])
+
+
+class RetentionSweep(models.Model):
+    """One application of the policies (by beat, the command, or an admin): the log."""
+
+    policy = models.ForeignKey(RetentionPolicy, null=True, blank=True,
+                               on_delete=models.SET_NULL, related_name="sweeps")
+    policy_name = models.CharField(max_length=100)
+    action = models.CharField(max_length=10)
+    dry_run = models.BooleanField(default=False)
+    runs_affected = models.PositiveIntegerField(default=0)
+    batches = models.PositiveIntegerField(default=0)
+    duration_ms = models.FloatField(default=0)
+    triggered_by = models.CharField(max_length=150, default="beat")
+    started_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["-started_at"], name="sweep_started")]
+
+    def __str__(self) -> str:
+        return f"{self.policy_name} {self.action} {self.runs_affected} runs"
+
+
+class RedactionRule(models.Model):
+    """An admin's addition to the settings' redaction rules (never a replacement)."""
+
+    class Kind(models.TextChoices):
+        KEY = "key", "Key name"
+        PATTERN = "pattern", "Value pattern (regular expression)"
+
+    kind = models.CharField(max_length=10, choices=Kind)
+    value = models.CharField(max_length=300)
+    note = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "value"], name="redaction_rule_unique"),
+        ]
+        ordering = ["kind", "value"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.value}"

@@ -196,11 +196,67 @@ DURABLERUNS_MODEL_URL = os.environ.get("DURABLERUNS_MODEL_URL", "")
 DURABLERUNS_MODEL_API_KEY = os.environ.get("DURABLERUNS_MODEL_API_KEY", "")
 DURABLERUNS_MODEL_NAME = os.environ.get("DURABLERUNS_MODEL_NAME", "gpt-4o-mini")
 
+# --- Admin area: retention, metrics, security (issue 6) ----------------------
+# Seconds between retention sweeps by beat, and rows per short transaction.
+DURABLERUNS_RETENTION_INTERVAL = _env_float("DURABLERUNS_RETENTION_INTERVAL", 3600.0)
+DURABLERUNS_RETENTION_BATCH = int(os.environ.get("DURABLERUNS_RETENTION_BATCH", 500))
+# /metrics answers only with `Authorization: Bearer <token>`; unset: /metrics is off.
+DURABLERUNS_METRICS_TOKEN = os.environ.get("DURABLERUNS_METRICS_TOKEN", "")
+# Failed logins allowed per username and per client address within the window.
+DURABLERUNS_LOGIN_MAX_FAILURES = int(os.environ.get("DURABLERUNS_LOGIN_MAX_FAILURES", 5))
+DURABLERUNS_LOGIN_WINDOW = _env_float("DURABLERUNS_LOGIN_WINDOW", 900.0)
+
+if REDIS_URL:
+    # Shared by every process: login throttling and the redaction-rule cache.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": "durableruns"}}
+
+# Content Security Policy (Django 6): nothing inline, nothing from elsewhere.
+# htmx's inline indicator styles are switched off by a meta tag in _base.html.
+from django.utils.csp import CSP  # noqa: E402
+
+MIDDLEWARE.insert(1, "django.middleware.csp.ContentSecurityPolicyMiddleware")
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+}
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# Secure cookies and HTTPS redirects are for production (settings_production.py).
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        # On every handler: no secret reaches a log, and each line names its run and step.
+        "redact": {"()": "durableruns.logs.RedactingFilter"},
+        "run_context": {"()": "durableruns.logs.RunContextFilter"},
+    },
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s run=%(run_id)s "
+                            "step=%(step_id)s %(message)s"},
+        "json": {"()": "durableruns.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": os.environ.get("DURABLERUNS_LOG_FORMAT", "plain"),
+            "filters": ["run_context", "redact"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 

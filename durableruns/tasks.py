@@ -20,3 +20,10 @@ def sweep() -> int:
 @app.task(name="durableruns.prune_idempotency_records", ignore_result=True)
 def prune_idempotency_records() -> int:
     return idempotency.prune_idempotency_records()
+
+
+@app.task(name="durableruns.apply_retention", ignore_result=True)
+def apply_retention() -> int:
+    from . import retention
+
+    return sum(sweep.runs_affected for sweep in retention.apply_all(triggered_by="beat"))

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .web import actions, approvals, ledger, views
+from .web import actions, approvals, ledger, login_throttle, monitoring, policies, views
 
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -19,9 +19,12 @@ urlpatterns = [
     path("effects/", ledger.effects, name="effects"),
     path("escalations/", ledger.escalations, name="escalations"),
     path("escalations/<int:effect_id>/resolve/", ledger.resolve, name="escalation-resolve"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", login_throttle.login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("healthz", views.healthz, name="healthz"),
+    path("healthz", monitoring.healthz, name="healthz"),
+    path("metrics", monitoring.metrics_page, name="metrics"),
+    path("admin/", include(policies.urlpatterns)),
+    *policies.run_urlpatterns,
     path("providers/", include("durableruns.demo.urls")),
     path("api/", include("durableruns.api.urls")),
 ]

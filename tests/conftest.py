@@ -165,3 +165,20 @@ def processes(live_server, provider_url, tmp_path, settings) -> Iterator[Process
     yield procs
     procs.stop_all()
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+@pytest.fixture(autouse=True)
+def _fresh_shared_cache() -> Iterator[None]:
+    """The cache is shared Redis: forget redaction rules and login failures that a
+    rolled-back test left behind, so no test sees another's."""
+    from durableruns.engine.redaction import rules_changed
+    from durableruns.web.login_throttle import forget
+
+    def clear() -> None:
+        rules_changed()
+        for name in ("alice", "bob", "carol", "dave", "mallory"):
+            forget(name, "127.0.0.1")
+
+    clear()
+    yield
+    clear()

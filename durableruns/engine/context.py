@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from .. import logs, metrics
 from ..models import Approval, Effect, Step
 from ..models import Run as RunRecord
 from . import crashpoints, gates, llm, store
@@ -182,6 +183,8 @@ class Run:
         recorded = self._history.get(position)
         if recorded is not None:
             _check_same_step(position, recorded, request)
+            self.replayed += 1
+            metrics.count_step(request.kind, "replayed")
         return position, recorded
 
     def _replay(self, recorded: Step) -> Any:
@@ -231,6 +234,7 @@ class Run:
             # Give other runs a turn; the next task replays up to here and goes on.
             raise Suspend(RunRecord.Status.QUEUED, reason="yielding after a long task")
         self._lease.ensure_held()
+        logs.set_step(f"{position}")  # log records carry the step being executed
         crashpoints.crash_point(crashpoints.BEFORE_STEP, self.id, position)
 
     def attempt_for(self, position: int) -> int:
@@ -267,6 +271,7 @@ class Run:
         """Bookkeeping after a checkpoint; returns (or raises) what replay would."""
         crashpoints.crash_point(crashpoints.AFTER_STEP_COMMIT, self.id, outcome.position)
         self.executed += 1
+        metrics.count_step(outcome.kind, "executed")
         recorded = Step(
             position=outcome.position, kind=outcome.kind, name=outcome.name,
             tool=outcome.tool, fingerprint=outcome.fingerprint, result=outcome.result,

@@ -19,6 +19,7 @@ from django.db import close_old_connections, connection
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from .. import logs
 from ..models import Run as RunRecord
 from . import crashpoints, doorbell, gates, registry, store
 from .context import Run
@@ -40,14 +41,15 @@ Status = RunRecord.Status
 def advance(run_id: str) -> str:
     """Execute run `run_id` as far as it can go now. Returns what happened, for logs."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    lease = store.acquire_lease(run_id, owner)
-    if lease is None:
-        return "skipped"
-    with Heartbeat(lease):
-        try:
-            return _drive(lease)
-        except StoreUnavailable as exc:
-            return _hand_back(lease, exc)
+    with logs.run_context(run_id):
+        lease = store.acquire_lease(run_id, owner)
+        if lease is None:
+            return "skipped"
+        with Heartbeat(lease):
+            try:
+                return _drive(lease)
+            except StoreUnavailable as exc:
+                return _hand_back(lease, exc)
 
 
 def _drive(lease: store.Lease) -> str:

@@ -30,7 +30,7 @@ from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints
 from .errors import LeaseLost, SerializationError, StoreUnavailable
 from .keys import canonical_json, too_deep
-from .redaction import redact  # noqa: F401 - re-exported for callers
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import login_not_required
-from django.db import connection
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -134,14 +132,3 @@ def _audit_trail(record: Run, effects: list[Effect]) -> list[AuditEvent]:
     if effects:
         targets |= Q(target_type="effect", target_id__in=[str(e.pk) for e in effects])
     return list(AuditEvent.objects.filter(targets).order_by("created_at", "id"))
-
-
-@login_not_required
-@require_GET
-def healthz(request: HttpRequest) -> HttpResponse:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except Exception:
-        return JsonResponse({"database": "down"}, status=503)
-    return JsonResponse({"database": "ok"})

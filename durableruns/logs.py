@@ -1,0 +1,79 @@
+"""Logging that is safe and useful in production.
+
+- `RedactingFilter` (on every handler) passes messages, arguments and tracebacks
+  through the redactor, so a secret in an exception message never reaches a log.
+- `RunContextFilter` adds `run_id` and `step_id` to every record, from context
+  variables the executor sets while it drives a run.
+- `JsonFormatter` writes one JSON object per line (DURABLERUNS_LOG_FORMAT=json).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+current_run_id: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
+current_step_id: contextvars.ContextVar[str] = contextvars.ContextVar("step_id", default="")
+
+
+@contextmanager
+def run_context(run_id: str) -> Iterator[None]:
+    token = current_run_id.set(run_id)
+    try:
+        yield
+    finally:
+        current_run_id.reset(token)
+        current_step_id.set("")
+
+
+def set_step(step_id: str) -> None:
+    current_step_id.set(step_id)
+
+
+class RunContextFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.run_id = getattr(record, "run_id", "") or current_run_id.get()
+        record.step_id = getattr(record, "step_id", "") or current_step_id.get()
+        return True
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts the formatted message and traceback in place; never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            from .engine.redaction import redact_text
+
+            record.msg = redact_text(record.getMessage())
+            record.args = None
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = redact_text(record.exc_text)
+            if record.stack_info:
+                record.stack_info = redact_text(record.stack_info)
+        except Exception:  # logging must not fail: drop the payload instead
+            record.msg, record.args, record.exc_text = "[log message withheld]", None, None
+            record.exc_info = None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "run_id": getattr(record, "run_id", ""),
+            "step_id": getattr(record, "step_id", ""),
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exc"] = record.exc_text
+        return json.dumps(entry)

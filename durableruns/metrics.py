@@ -1,0 +1,118 @@
+"""Prometheus metrics, computed from Postgres at scrape time (so any web process can
+answer for all workers), plus step counters kept in the shared cache (Redis).
+
+- durableruns_runs{status}                         runs by status
+- durableruns_pending_approvals                    approvals waiting for a reviewer
+- durableruns_oldest_pending_approval_age_seconds  how long the oldest has waited
+- durableruns_open_escalations                     effects whose outcome is unknown
+- durableruns_steps_total{kind,outcome}            steps executed vs replayed from history
+                                                   (kind=tool: effects); since Redis started
+- durableruns_step_duration_seconds                latency of steps finished in the window
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.apps import apps
+from django.core.cache import cache
+from django.db.models import Count, Min
+from django.utils import timezone
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from .models import Effect, Run, Step
+
+log = logging.getLogger(__name__)
+LATENCY_WINDOW = timedelta(minutes=15)
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+STEP_KINDS = tuple(Step.Kind.values)
+OUTCOMES = ("executed", "replayed")
+
+
+def _counter_key(kind: str, outcome: str) -> str:
+    return f"metrics:steps:{kind}:{outcome}"
+
+
+def count_step(kind: str, outcome: str) -> None:
+    """Called by the engine for every step; a metrics failure never fails a run."""
+    key = _counter_key(kind, outcome)
+    try:
+        if not cache.add(key, 1, timeout=None):
+            cache.incr(key)
+    except Exception:
+        log.debug("step counter %s not updated", key, exc_info=True)
+
+
+class DatabaseCollector(Collector):
+    def collect(self) -> Iterator[object]:
+        yield self._runs_by_status()
+        yield from self._approvals()
+        escalations = Effect.objects.filter(state=Effect.State.UNKNOWN).count()
+        yield GaugeMetricFamily(
+            "durableruns_open_escalations",
+            "Effects whose outcome is unknown, waiting for an operator",
+            value=escalations,
+        )
+        yield self._steps_total()
+        yield self._step_latency()
+
+    def _runs_by_status(self) -> GaugeMetricFamily:
+        family = GaugeMetricFamily("durableruns_runs", "Runs by status", labels=["status"])
+        counts = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
+        for status in Run.Status.values:
+            family.add_metric([status], counts.get(status, 0))
+        return family
+
+    def _approvals(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            approval = apps.get_model("durableruns", "Approval")
+            pending = approval.objects.filter(state="pending")
+            count, oldest = pending.count(), pending.aggregate(t=Min("created_at"))["t"]
+        except LookupError:
+            # Without the Approval model, a run with a pending approval is awaiting_approval.
+            pending = Run.objects.filter(status=Run.Status.AWAITING_APPROVAL)
+            count, oldest = pending.count(), pending.aggregate(t=Min("updated_at"))["t"]
+        age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
+        yield GaugeMetricFamily(
+            "durableruns_pending_approvals", "Approvals waiting for a reviewer", value=count
+        )
+        yield GaugeMetricFamily(
+            "durableruns_oldest_pending_approval_age_seconds",
+            "Age of the oldest pending approval",
+            value=age,
+        )
+
+    def _steps_total(self) -> CounterMetricFamily:
+        family = CounterMetricFamily(
+            "durableruns_steps",
+            "Steps executed vs replayed from history (kind=tool: effects)",
+            labels=["kind", "outcome"],
+        )
+        keys = {_counter_key(k, o): (k, o) for k in STEP_KINDS for o in OUTCOMES}
+        try:
+            values = cache.get_many(list(keys))
+        except Exception:
+            values = {}
+        for key, labels in keys.items():
+            family.add_metric(list(labels), values.get(key, 0))
+        return family
+
+    def _step_latency(self) -> HistogramMetricFamily:
+        since = timezone.now() - LATENCY_WINDOW
+        durations = [
+            (finished - started).total_seconds()
+            for started, finished in Step.objects.filter(finished_at__gte=since)
+            .values_list("started_at", "finished_at")
+            .iterator()
+        ]
+        buckets = [(str(le), sum(1 for d in durations if d <= le)) for le in LATENCY_BUCKETS]
+        buckets.append(("+Inf", len(durations)))
+        return HistogramMetricFamily(
+            "durableruns_step_duration_seconds",
+            f"Latency of steps finished in the last {int(LATENCY_WINDOW.total_seconds())} s",
+            buckets=buckets,
+            sum_value=sum(durations),
+        )

@@ -1,0 +1,56 @@
+"""Production settings: `DJANGO_SETTINGS_MODULE=durableruns.settings_production`.
+
+Everything in durableruns.settings still comes from the environment; this module
+adds what a deployment behind a TLS-terminating proxy needs, and refuses to start
+without a real SECRET_KEY. It passes `manage.py check --deploy --fail-level WARNING`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .settings import *  # noqa: F403
+from .settings import MIDDLEWARE, _env_bool, _env_list
+
+DEBUG = False
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure"):
+    raise RuntimeError("set SECRET_KEY to a random string of at least 50 characters")
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost")
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
+
+# TLS is terminated by the proxy in front of gunicorn, which sets X-Forwarded-Proto.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", True)
+# /healthz and /metrics are probed over plain HTTP from inside the network, and the
+# demo's stand-in providers are called by workers there too.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$", r"^providers/"]
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", 31_536_000))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", True)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_AGE = int(os.environ.get("SESSION_COOKIE_AGE", 8 * 3600))
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+
+STATIC_ROOT = os.environ.get("STATIC_ROOT", str(BASE_DIR / "staticfiles"))  # noqa: F405
+# Static files straight from gunicorn, compressed and with far-future cache headers.
+MIDDLEWARE = [*MIDDLEWARE]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+MAILERS = {
+    "default": {
+        "BACKEND": os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend"),
+        "OPTIONS": {
+            "host": os.environ.get("EMAIL_HOST", "localhost"),
+            "port": int(os.environ.get("EMAIL_PORT", 25)),
+        },
+    }
+}

@@ -1,0 +1,289 @@
+"""Admin pages: retention policies (with a preview before saving), the sweep log,
+redaction rules, and the legal hold on a run. Every change is audited."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path
+from django.views.decorators.http import require_GET, require_POST
+
+from .. import audit, retention
+from ..engine import registry
+from ..engine.redaction import VALUE_PATTERNS
+from ..models import RedactionRule, RetentionPolicy, RetentionSweep, Run
+from ..roles import MANAGE_POLICIES, OPERATE_RUNS, permission_required
+
+SWEEPS_SHOWN = 20
+TERMINAL_CHOICES = [(s, s) for s in retention.TERMINAL_STATUSES]
+
+
+class PolicyForm(forms.ModelForm):
+    statuses = forms.MultipleChoiceField(
+        choices=TERMINAL_CHOICES, widget=forms.CheckboxSelectMultiple
+    )
+    agent = forms.ChoiceField(required=False)
+
+    class Meta:
+        model = RetentionPolicy
+        fields = ["name", "agent", "statuses", "age_days", "action", "enabled"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = sorted({a.name for a in registry.agents()} | {self.instance.agent} - {""})
+        self.fields["agent"].choices = [("", "every agent"), *((n, n) for n in names)]
+
+
+class RuleForm(forms.ModelForm):
+    class Meta:
+        model = RedactionRule
+        fields = ["kind", "value", "note"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("kind") == RedactionRule.Kind.PATTERN and data.get("value"):
+            import re
+
+            try:
+                re.compile(data["value"])
+            except re.error as exc:
+                self.add_error("value", f"not a valid regular expression: {exc}")
+        return data
+
+
+def _snapshot(policy: RetentionPolicy) -> dict[str, Any]:
+    return {
+        "name": policy.name,
+        "agent": policy.agent,
+        "statuses": policy.statuses,
+        "age_days": policy.age_days,
+        "action": policy.action,
+        "enabled": policy.enabled,
+    }
+
+
+# --- Retention policies ---------------------------------------------------------
+
+
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def policies(request: HttpRequest) -> HttpResponse:
+    return _policies_page(request, PolicyForm())
+
+
+def _policies_page(
+    request: HttpRequest, form: PolicyForm, *, pending: Any = None, status: int = 200
+) -> HttpResponse:
+    rows = [(p, retention.preview([p])) for p in RetentionPolicy.objects.all()]
+    context = {
+        "rows": rows,
+        "overall": retention.preview(p for p, _ in rows if p.enabled),
+        "sweeps": RetentionSweep.objects.order_by("-started_at")[:SWEEPS_SHOWN],
+        "form": form,
+        "pending": pending,
+    }
+    template = "durableruns/admin/policies.html"
+    if request.htmx and request.method == "POST":
+        template += "#policy-form"
+    return render(request, template, context, status=status)
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def policy_create(request: HttpRequest) -> HttpResponse:
+    return _save_with_preview(request, PolicyForm(request.POST), "policy.create")
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def policy_update(request: HttpRequest, pk: int) -> HttpResponse:
+    policy = get_object_or_404(RetentionPolicy, pk=pk)
+    return _save_with_preview(
+        request,
+        PolicyForm(request.POST, instance=policy),
+        "policy.update",
+        before=_snapshot(policy),
+    )
+
+
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def policy(request: HttpRequest, pk: int) -> HttpResponse:
+    record = get_object_or_404(RetentionPolicy, pk=pk)
+    return render(
+        request,
+        "durableruns/admin/policy.html",
+        {"policy": record, "form": PolicyForm(instance=record), "pending": None},
+    )
+
+
+def _save_with_preview(
+    request: HttpRequest, form: PolicyForm, action: str, before: Any = None
+) -> HttpResponse:
+    """The first submit only previews; the save button appears with the numbers."""
+    if not form.is_valid():
+        return _render_form(request, form, None, status=400)
+    candidate = form.save(commit=False)
+    pending = retention.preview([candidate])
+    if request.POST.get("confirm") != "save":
+        return _render_form(request, form, pending)
+    with transaction.atomic():
+        if candidate.pk is None:
+            candidate.created_by = request.user
+        candidate.save()
+        audit.record(request.user, action, candidate, before=before, after=_snapshot(candidate))
+    messages.success(request, f"Saved policy {candidate.name!r}: {pending}.")
+    return redirect("policies")
+
+
+def _render_form(
+    request: HttpRequest, form: PolicyForm, pending: Any, status: int = 200
+) -> HttpResponse:
+    if form.instance.pk:
+        return render(
+            request,
+            "durableruns/admin/policy.html",
+            {"policy": form.instance, "form": form, "pending": pending},
+            status=status,
+        )
+    return _policies_page(request, form, pending=pending, status=status)
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def policy_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    with transaction.atomic():
+        record = RetentionPolicy.objects.filter(pk=pk).first()
+        if record is not None:
+            audit.record(request.user, "policy.delete", record, before=_snapshot(record))
+            record.delete()
+    return redirect("policies")
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def policies_apply(request: HttpRequest) -> HttpResponse:
+    """Apply the enabled policies now (or count, with dry_run), as beat would."""
+    dry_run = request.POST.get("dry_run") == "1"
+    with transaction.atomic():
+        audit.record(
+            request.user,
+            "retention.apply",
+            SimpleNamespace(pk="enabled-policies"),
+            target_type="retention",
+            after={"dry_run": dry_run},
+        )
+    sweeps = retention.apply_all(dry_run=dry_run, triggered_by=request.user.username)
+    total = sum(s.runs_affected for s in sweeps)
+    verb = "would affect" if dry_run else "affected"
+    messages.success(request, f"Retention sweep {verb} {total} runs.")
+    return redirect("policies")
+
+
+# --- Redaction rules --------------------------------------------------------------
+
+
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def redaction_rules(request: HttpRequest) -> HttpResponse:
+    return _rules_page(request, RuleForm())
+
+
+def _rules_page(request: HttpRequest, form: RuleForm, status: int = 200) -> HttpResponse:
+    context = {
+        "rules": RedactionRule.objects.all(),
+        "default_keys": settings.DURABLERUNS_REDACT_KEYS,
+        "default_patterns": [p.pattern for p in VALUE_PATTERNS],
+        "form": form,
+    }
+    return render(request, "durableruns/admin/redaction.html", context, status=status)
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def redaction_rule_create(request: HttpRequest) -> HttpResponse:
+    form = RuleForm(request.POST)
+    if not form.is_valid():
+        return _rules_page(request, form, status=400)
+    with transaction.atomic():
+        rule = form.save(commit=False)
+        rule.created_by = request.user
+        rule.save()
+        audit.record(
+            request.user,
+            "redaction_rule.create",
+            rule,
+            after={"kind": rule.kind, "value": rule.value, "note": rule.note},
+        )
+    return redirect("redaction-rules")
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def redaction_rule_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    with transaction.atomic():
+        rule = RedactionRule.objects.filter(pk=pk).first()
+        if rule is not None:
+            audit.record(
+                request.user,
+                "redaction_rule.delete",
+                rule,
+                before={"kind": rule.kind, "value": rule.value, "note": rule.note},
+            )
+            rule.delete()
+    return redirect("redaction-rules")
+
+
+# --- Legal hold: operators set it, only admins clear it ----------------------------
+
+
+@require_POST
+@permission_required(OPERATE_RUNS)
+def run_hold(request: HttpRequest, run_id: str) -> HttpResponse:
+    return _set_hold(request, run_id, True)
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def run_release(request: HttpRequest, run_id: str) -> HttpResponse:
+    return _set_hold(request, run_id, False)
+
+
+def _set_hold(request: HttpRequest, run_id: str, hold: bool) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    with transaction.atomic():
+        changed = Run.objects.filter(pk=run_id, legal_hold=not hold).update(legal_hold=hold)
+        if changed:
+            audit.record(
+                request.user,
+                "run.legal_hold" if hold else "run.legal_hold_clear",
+                run,
+                before={"legal_hold": not hold},
+                after={"legal_hold": hold},
+            )
+    return redirect(run.get_absolute_url())
+
+
+urlpatterns = [
+    path("policies/", policies, name="policies"),
+    path("policies/new", policy_create, name="policy-create"),
+    path("policies/apply", policies_apply, name="policies-apply"),
+    path("policies/<int:pk>/", policy, name="policy"),
+    path("policies/<int:pk>/edit", policy_update, name="policy-update"),
+    path("policies/<int:pk>/delete", policy_delete, name="policy-delete"),
+    path("redaction/", redaction_rules, name="redaction-rules"),
+    path("redaction/new", redaction_rule_create, name="redaction-rule-create"),
+    path("redaction/<int:pk>/delete", redaction_rule_delete, name="redaction-rule-delete"),
+]
+
+run_urlpatterns = [
+    path("runs/<str:run_id>/hold", run_hold, name="run-hold"),
+    path("runs/<str:run_id>/release", run_release, name="run-release"),
+]

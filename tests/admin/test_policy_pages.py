@@ -1,0 +1,161 @@
+"""The retention and redaction pages, and the legal hold: previews before saving,
+the sweep log on the page, and every change audited."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from durableruns import retention
+from durableruns.engine.redaction import redact
+from durableruns.models import AuditEvent, RedactionRule, RetentionPolicy, RetentionSweep, Run
+from tests.admin.factories import make_run, mixed_runs
+
+pytestmark = pytest.mark.django_db
+
+FORM = {
+    "name": "drop-failed",
+    "agent": "refund-bot",
+    "statuses": ["failed", "cancelled"],
+    "age_days": "30",
+    "action": "delete",
+    "enabled": "on",
+}
+
+
+def test_it_previews_a_policy_before_saving_it(client, carol):
+    mixed_runs()
+    client.force_login(carol)
+    response = client.post(reverse("policy-create"), {**FORM, "confirm": "preview"})
+    assert response.status_code == 200
+    assert "This policy alone: <strong>would delete 2 runs, redact 0</strong>" in (
+        response.content.decode()
+    )
+    assert 'value="save"' in response.content.decode()
+    assert not RetentionPolicy.objects.exists()
+
+    response = client.post(reverse("policy-create"), {**FORM, "confirm": "save"})
+    assert response.status_code == 302
+    policy = RetentionPolicy.objects.get()
+    assert policy.statuses == ["failed", "cancelled"]
+    event = AuditEvent.objects.get(action="policy.create")
+    assert event.actor_name == "carol" and event.after["action"] == "delete"
+
+
+def test_it_renders_the_preview_partial_for_htmx(client, carol):
+    client.force_login(carol)
+    response = client.post(
+        reverse("policy-create"), {**FORM, "confirm": "preview"}, headers={"HX-Request": "true"}
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith('<form method="post"') and "would delete 0 runs" in body
+
+
+def test_it_refuses_an_invalid_policy(client, carol):
+    client.force_login(carol)
+    response = client.post(
+        reverse("policy-create"), {**FORM, "statuses": ["running"], "confirm": "save"}
+    )
+    assert response.status_code == 400
+    assert not RetentionPolicy.objects.exists()
+
+
+def test_it_edits_a_policy_with_a_preview_and_audits_the_change(client, carol):
+    policy = RetentionPolicy.objects.create(
+        name="p", statuses=["failed"], age_days=30, action="delete"
+    )
+    client.force_login(carol)
+    assert client.get(policy.get_absolute_url()).status_code == 200
+    url = reverse("policy-update", args=[policy.pk])
+    client.post(url, {**FORM, "name": "p", "age_days": "90", "confirm": "preview"})
+    assert RetentionPolicy.objects.get().age_days == 30
+    client.post(url, {**FORM, "name": "p", "age_days": "90", "confirm": "save"})
+    assert RetentionPolicy.objects.get().age_days == 90
+    event = AuditEvent.objects.get(action="policy.update")
+    assert (event.before["age_days"], event.after["age_days"]) == (30, 90)
+
+
+def test_it_deletes_a_policy_and_audits_it(client, carol):
+    policy = RetentionPolicy.objects.create(
+        name="p", statuses=["failed"], age_days=30, action="delete"
+    )
+    client.force_login(carol)
+    client.post(reverse("policy-delete", args=[policy.pk]))
+    assert not RetentionPolicy.objects.exists()
+    assert AuditEvent.objects.get(action="policy.delete").before["name"] == "p"
+
+
+def test_it_shows_the_overall_preview_and_the_sweep_log(client, carol):
+    mixed_runs()
+    RetentionPolicy.objects.create(
+        name="drop", agent="refund-bot", statuses=["failed"], age_days=30, action="delete"
+    )
+    client.force_login(carol)
+    body = client.get(reverse("policies")).content.decode()
+    assert "would delete 1 runs, redact 0" in body
+
+    client.post(reverse("policies-apply"))
+    assert not Run.objects.filter(pk="failed").exists()
+    assert AuditEvent.objects.filter(action="retention.apply").exists()
+    body = client.get(reverse("policies")).content.decode()
+    sweep = RetentionSweep.objects.get()
+    assert "<td>drop</td><td>delete</td><td>1</td>" in body
+    assert sweep.triggered_by == "carol"
+
+
+def test_an_operator_puts_a_run_on_hold_and_only_an_admin_clears_it(client, bob, carol):
+    make_run("r1", Run.Status.SUCCEEDED)
+    client.force_login(bob)
+    assert client.post(reverse("run-hold", args=["r1"])).status_code == 302
+    assert Run.objects.get(pk="r1").legal_hold
+    assert client.post(reverse("run-release", args=["r1"])).status_code == 403
+    policy = RetentionPolicy.objects.create(
+        name="all", statuses=["succeeded"], age_days=0, action="delete"
+    )
+    retention.apply(policy)
+    assert Run.objects.filter(pk="r1").exists()
+
+    client.force_login(carol)
+    client.post(reverse("run-release", args=["r1"]))
+    assert not Run.objects.get(pk="r1").legal_hold
+    actions = list(AuditEvent.objects.order_by("id").values_list("actor_name", "action"))
+    assert actions == [("bob", "run.legal_hold"), ("carol", "run.legal_hold_clear")]
+
+
+def test_the_run_page_offers_the_hold_only_to_those_who_may_set_it(client, alice, bob):
+    make_run("r1", Run.Status.SUCCEEDED)
+    url = reverse("run", args=["r1"])
+    client.force_login(alice)
+    assert "Put on legal hold" not in client.get(url).content.decode()
+    client.force_login(bob)
+    assert "Put on legal hold" in client.get(url).content.decode()
+
+
+def test_an_admin_adds_a_redaction_rule_that_applies_at_once(client, carol):
+    client.force_login(carol)
+    assert redact({"employee_id": "E-1"}) == {"employee_id": "E-1"}
+    client.post(reverse("redaction-rule-create"), {"kind": "key", "value": "employee_id"})
+    client.post(
+        reverse("redaction-rule-create"),
+        {"kind": "pattern", "value": r"\bCASE-\d{6}\b", "note": "case numbers"},
+    )
+    assert redact({"employee_id": "E-1", "text": "see CASE-123456"}) == {
+        "employee_id": "[REDACTED]",
+        "text": "see [REDACTED]",
+    }
+    body = client.get(reverse("redaction-rules")).content.decode()
+    assert "employee_id" in body and "case numbers" in body
+    assert AuditEvent.objects.filter(action="redaction_rule.create").count() == 2
+
+    rule = RedactionRule.objects.get(kind="key")
+    client.post(reverse("redaction-rule-delete", args=[rule.pk]))
+    assert redact({"employee_id": "E-1"}) == {"employee_id": "E-1"}
+    event = AuditEvent.objects.get(action="redaction_rule.delete")
+    assert event.before["value"] == "employee_id"
+
+
+def test_it_refuses_an_invalid_pattern(client, carol):
+    client.force_login(carol)
+    response = client.post(reverse("redaction-rule-create"), {"kind": "pattern", "value": "(["})
+    assert response.status_code == 400
+    assert not RedactionRule.objects.exists()

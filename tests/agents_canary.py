@@ -1,0 +1,83 @@
+"""Agents for the secrets canary test, loaded by workers through
+DURABLERUNS_AGENT_MODULES=durableruns.demo.agents,tests.agents_canary.
+
+The secrets come from the worker's environment (CANARY_SECRETS, a JSON object),
+as real credentials would: agent code puts them in tool arguments, gets them back
+in tool results and model replies, and sees them in exception messages. Each one
+looks like a secret to the redactor (a secret key name, a built-in value pattern,
+or a pattern an admin added), which is the redactor's contract.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import durableruns as dr
+
+log = logging.getLogger("tests.agents_canary")
+
+
+def secrets() -> dict[str, str]:
+    return json.loads(os.environ.get("CANARY_SECRETS", "{}"))
+
+
+@dr.tool(kind=dr.IDEMPOTENT_WRITE)
+def issue_token(account: str, password: str, headers: dict, *, idempotency_key: str) -> dict:
+    expected = secrets()
+    # The tool really received the secrets: redaction happens only on the way to storage.
+    if password != expected["arg_password"] or headers["authorization"] != (
+        f"Bearer {expected['arg_bearer']}"
+    ):
+        raise dr.PermanentError("the tool did not receive the real credentials")
+    return {
+        "access_token": expected["result_token"],
+        "note": f"issued {expected['result_pattern']} for {account}",
+        "verified": True,
+    }
+
+
+@dr.tool(kind=dr.READ_ONLY)
+def flaky_upstream(account: str, *, idempotency_key: str) -> dict:
+    raise dr.PermanentError(f"upstream refused key {secrets()['exception_key']} for {account}")
+
+
+@dr.agent("canary-bot", version="1", max_steps=10)
+def canary_bot(run: dr.Run, task: dict) -> dict:
+    s = secrets()
+    log.warning("connecting with password=%s and %s", s["arg_password"], s["model_secret"])
+    issued = run.call(
+        issue_token,
+        account=task["account"],
+        password=s["arg_password"],
+        headers={"authorization": f"Bearer {s['arg_bearer']}"},
+    )
+    reply = run.llm(
+        "confirm",
+        messages=[
+            {
+                "role": "user",
+                "content": f"confirm access_token={issued['access_token']} {s['model_secret']}",
+            },
+        ],
+    )
+    try:
+        run.call(flaky_upstream, account=task["account"])
+    except dr.PermanentError as exc:
+        try:
+            raise RuntimeError(f"wrapped: {exc}") from exc
+        except RuntimeError:
+            log.exception("upstream failed with %s", s["exception_key"])
+    return {
+        "verified": issued["verified"],
+        "confirmed": s["model_secret"] in reply,
+        "token": issued["access_token"],
+    }
+
+
+@dr.agent("canary-fail", version="1", max_steps=5)
+def canary_fail(run: dr.Run, task: dict) -> dict:
+    s = secrets()
+    run.step("prepare", lambda: {"api_key": s["arg_password"]})
+    raise RuntimeError(f"gave up; token={s['fail_token']} card {s['fail_card']}")

@@ -1,0 +1,198 @@
+"""The secrets canary: secrets in a run's input, tool arguments, tool results, model
+replies and exception messages (and log lines) reach neither the database (a
+pg_dump), nor the worker logs, nor Redis (every command sent to a private
+redis-server, captured with MONITOR) — while the run still works."""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import shutil
+import socket
+import string
+import subprocess
+import sys
+
+import pytest
+from django.db import connection
+
+from durableruns.models import RedactionRule, Run
+from tests.conftest import ROOT, wait_for
+
+pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
+
+
+def _token(n: int = 24) -> str:
+    return "".join(random.choices(string.ascii_letters + string.digits, k=n))
+
+
+def _luhn_card() -> str:
+    digits = [4] + [random.randint(0, 9) for _ in range(14)]
+    total = 0
+    for index, digit in enumerate(reversed(digits)):
+        total += (digit * 2 - 9 if digit > 4 else digit * 2) if index % 2 == 0 else digit
+    return "".join(map(str, digits)) + str((10 - total % 10) % 10)
+
+
+def _canaries() -> dict[str, str]:
+    return {
+        "input_key": _token(),  # under "api_key" in the input
+        "input_pattern": f"sk_live_{_token()}",  # free text in the input
+        "arg_password": _token(),  # a "password" argument, and logged
+        "arg_bearer": _token(32),  # "Bearer ..." in a header argument
+        "result_token": _token(),  # "access_token" in a tool result
+        "result_pattern": f"sk_test_{_token()}",  # free text in a tool result
+        "model_secret": f"canary-{secrets.token_hex(12)}",  # an admin's pattern; model reply
+        "exception_key": f"sk_live_{_token()}",  # in a tool's exception message
+        "fail_token": _token(),  # "token=..." in an uncaught exception
+        "fail_card": _luhn_card(),  # a card number in the same message
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def private_redis(tmp_path, settings):
+    """A redis-server of our own, with every command it receives written to a file."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    wait_for(
+        lambda: (
+            subprocess.run(
+                ["redis-cli", "-p", str(port), "ping"], capture_output=True
+            ).stdout.strip()
+            == b"PONG"
+        ),
+        timeout=10,
+        message="private redis",
+    )
+    capture = tmp_path / "redis-monitor.txt"
+    monitor = subprocess.Popen(
+        ["redis-cli", "-p", str(port), "monitor"], stdout=capture.open("wb"), start_new_session=True
+    )
+    wait_for(
+        lambda: capture.exists() and b"OK" in capture.read_bytes(),
+        timeout=10,
+        message="MONITOR to start",
+    )
+    settings.CELERY_BROKER_URL = url  # the `processes` fixture hands it to the workers
+    yield url, capture
+    monitor.kill()
+    server.kill()
+    monitor.wait()
+    server.wait()
+
+
+def _start(processes, agent: str, run_id: str, run_input: dict, env: dict) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "startrun",
+            agent,
+            "--run-id",
+            run_id,
+            "--input",
+            json.dumps(run_input),
+        ],
+        cwd=ROOT,
+        env={**processes.env, **env},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def _pg_dump() -> str:
+    db = connection.settings_dict
+    result = subprocess.run(
+        [
+            shutil.which("pg_dump") or "pg_dump",
+            "-h",
+            db["HOST"],
+            "-p",
+            str(db["PORT"] or 5432),
+            "-U",
+            db["USER"],
+            "--data-only",
+            db["NAME"],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return result.stdout
+
+
+def test_no_secret_reaches_the_database_the_logs_or_redis(private_redis, processes, tmp_path):
+    url, capture = private_redis
+    canaries = _canaries()
+    RedactionRule.objects.create(kind="pattern", value=r"canary-[0-9a-f]{24}")
+    env = {
+        "CANARY_SECRETS": json.dumps(canaries),
+        "REDIS_URL": url,
+        "DURABLERUNS_AGENT_MODULES": "durableruns.demo.agents,tests.agents_canary",
+    }
+    processes.env.update(env)
+    processes.worker()
+    processes.beat()
+
+    run_input = {
+        "account": "acme",
+        "api_key": canaries["input_key"],
+        "note": f"use {canaries['input_pattern']} for this",
+    }
+    _start(processes, "canary-bot", "canary-ok", run_input, env)
+    _start(processes, "canary-fail", "canary-fail", {"account": "acme"}, env)
+    wait_for(
+        lambda: (
+            Run.objects.filter(pk__in=["canary-ok", "canary-fail"], status__in=Run.TERMINAL).count()
+            == 2
+        ),
+        message="both canary runs to finish",
+    )
+
+    ok = Run.objects.get(pk="canary-ok")
+    assert ok.status == Run.Status.SUCCEEDED, ok.error
+    # The run worked with the real secrets: the tool checked them, the model echoed one.
+    assert ok.result["verified"] is True and ok.result["confirmed"] is True
+    failed = Run.objects.get(pk="canary-fail")
+    assert failed.status == Run.Status.FAILED
+    assert "gave up; token=[REDACTED] card [REDACTED]" in failed.error["message"]
+    assert "[REDACTED]" in failed.error["traceback"]
+
+    processes.stop_all()
+    dump = _pg_dump()
+    logs = "\n".join(p.read_text(errors="replace") for p in processes.log_dir.glob("*.log"))
+    redis = capture.read_text(errors="replace")
+    # The captures saw the runs (so 0 hits means something).
+    assert "canary-ok" in dump and "canary-ok" in redis and "run=canary-ok" in logs
+    assert "upstream failed with [REDACTED]" in logs
+    assert "connecting with password=[REDACTED] and [REDACTED]" in logs
+
+    leaks = {
+        where: sorted(name for name, secret in canaries.items() if secret in text)
+        for where, text in (("database", dump), ("logs", logs), ("redis", redis))
+    }
+    assert leaks == {"database": [], "logs": [], "redis": []}

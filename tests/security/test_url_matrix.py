@@ -1,0 +1,186 @@
+"""Every URL x every role gets the expected status; every state change is a POST
+protected by CSRF; every response carries the Content-Security-Policy.
+
+The URL list comes from the resolver, so a URL added anywhere is covered: a URL
+with no row in EXPECTED fails `test_every_url_has_an_expectation` until someone
+decides who may use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from durableruns import roles
+from durableruns.models import RedactionRule, RetentionPolicy, Run
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ("anonymous", "norole", "reviewer", "operator", "admin")
+
+
+@dataclass(frozen=True)
+class Expect:
+    method: str
+    status: dict[str, int]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    csrf: bool = True  # False only for machine-to-machine endpoints, with a reason
+
+
+def _by_role(anonymous: int, norole: int, reviewer: int, operator: int, admin: int) -> dict:
+    return dict(zip(ROLES, (anonymous, norole, reviewer, operator, admin), strict=True))
+
+
+VIEW_PAGE = _by_role(302, 403, 200, 200, 200)
+ADMIN_PAGE = _by_role(302, 403, 403, 403, 200)
+ADMIN_ACTION = _by_role(302, 403, 403, 403, 302)
+OPERATOR_ACTION = _by_role(302, 403, 403, 302, 302)
+PUBLIC = _by_role(200, 200, 200, 200, 200)
+RUN = {"run_id": "r1"}
+
+EXPECTED: dict[str, Expect] = {
+    "runs": Expect("GET", VIEW_PAGE),
+    "run": Expect("GET", VIEW_PAGE, RUN),
+    "login": Expect("GET", PUBLIC),
+    "logout": Expect("POST", _by_role(302, 302, 302, 302, 302)),
+    "healthz": Expect("GET", PUBLIC),
+    # Guarded by a bearer token, not a session: no token, no metrics, whoever asks.
+    "metrics": Expect("GET", _by_role(401, 401, 401, 401, 401)),
+    "policies": Expect("GET", ADMIN_PAGE),
+    "policy": Expect("GET", ADMIN_PAGE, {"pk": "policy"}),
+    # An empty form is refused (400) once the permission check has let the admin in.
+    "policy-create": Expect("POST", _by_role(302, 403, 403, 403, 400)),
+    "policy-update": Expect("POST", _by_role(302, 403, 403, 403, 400), {"pk": "policy"}),
+    "policy-delete": Expect("POST", ADMIN_ACTION, {"pk": "policy"}),
+    "policies-apply": Expect("POST", ADMIN_ACTION, data={"dry_run": "1"}),
+    "redaction-rules": Expect("GET", ADMIN_PAGE),
+    "redaction-rule-create": Expect("POST", _by_role(302, 403, 403, 403, 400)),
+    "redaction-rule-delete": Expect("POST", ADMIN_ACTION, {"pk": "rule"}),
+    "run-hold": Expect("POST", OPERATOR_ACTION, RUN),
+    "run-release": Expect("POST", ADMIN_ACTION, RUN),
+    # The demo's stand-in payment/email providers: an HTTP API for the demo tools,
+    # authenticated by nobody (they are local stand-ins), exempt from CSRF.
+    "provider-order": Expect("GET", PUBLIC, {"order_id": "A-1001"}),
+    "provider-search": Expect("GET", PUBLIC),
+    "provider-dedupe": Expect(
+        "POST", _by_role(400, 400, 400, 400, 400), {"provider": "payments"}, csrf=False
+    ),
+    "provider-lookup": Expect(
+        "GET", _by_role(404, 404, 404, 404, 404), {"provider": "payments", "key": "nope"}
+    ),
+    "provider-execute": Expect(
+        "POST",
+        _by_role(400, 400, 400, 400, 400),
+        {"provider": "payments", "mode": "none"},
+        csrf=False,
+    ),
+}
+
+
+def _url_names(patterns: list, namespace: str = "") -> list[str]:
+    names = []
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+            names += _url_names(entry.url_patterns, inner)
+        elif isinstance(entry, URLPattern):
+            names.append(f"{namespace}{entry.name}" if entry.name else f"<unnamed {entry.pattern}>")
+    return names
+
+
+ALL_URLS = _url_names(get_resolver().url_patterns)
+
+
+def test_every_url_has_an_expectation():
+    unknown = sorted(set(ALL_URLS) - set(EXPECTED))
+    assert not unknown, (
+        f"URLs without a row in tests/security/test_url_matrix.py EXPECTED: {unknown}. "
+        "Decide who may use each one and add it."
+    )
+
+
+@pytest.fixture
+def objects(db):
+    Run.objects.create(
+        id="r1",
+        agent="refund-bot",
+        agent_version="1",
+        input={},
+        status=Run.Status.SUCCEEDED,
+        max_steps=5,
+        max_duration_seconds=60,
+    )
+    policy = RetentionPolicy.objects.create(
+        name="p", statuses=["failed"], age_days=30, action="delete"
+    )
+    rule = RedactionRule.objects.create(kind="key", value="employee_id")
+    return {"policy": policy.pk, "rule": rule.pk}
+
+
+def _client(role: str, django_user_model, **client_kwargs: Any) -> Client:
+    client = Client(**client_kwargs)
+    if role != "anonymous":
+        user = django_user_model.objects.create_user(f"user-{role}")
+        if role != "norole":
+            roles.grant(user, role)
+        client.force_login(user)
+    return client
+
+
+def _url(name: str, objects: dict[str, int]) -> str:
+    kwargs = {k: objects.get(v, v) for k, v in EXPECTED[name].kwargs.items()}
+    return reverse(name, kwargs=kwargs)
+
+
+KNOWN = [name for name in ALL_URLS if name in EXPECTED]
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("name", KNOWN)
+def test_each_role_gets_the_expected_status(name, role, objects, django_user_model, settings):
+    settings.DURABLERUNS_METRICS_TOKEN = "a-metrics-token-for-tests"
+    expect = EXPECTED[name]
+    client = _client(role, django_user_model)
+    send = client.get if expect.method == "GET" else client.post
+    response = send(_url(name, objects), expect.data)
+    assert response.status_code == expect.status[role], (name, role)
+    if response.status_code == 302 and role == "anonymous" and expect.status[role] == 302:
+        assert response["Location"].startswith(reverse("login")) or name == "logout"
+    policy = response.headers.get("Content-Security-Policy", "")
+    assert "default-src 'self'" in policy, (name, role)
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+
+
+@pytest.mark.parametrize("name", [n for n in KNOWN if EXPECTED[n].method == "POST"])
+def test_state_changes_refuse_get(name, objects, django_user_model):
+    response = _client("admin", django_user_model).get(_url(name, objects))
+    assert response.status_code == 405
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in KNOWN if EXPECTED[n].method == "POST" and EXPECTED[n].csrf]
+)
+def test_state_changes_require_a_csrf_token(name, objects, django_user_model):
+    client = _client("admin", django_user_model, enforce_csrf_checks=True)
+    response = client.post(_url(name, objects), EXPECTED[name].data)
+    assert response.status_code == 403
+    assert Run.objects.filter(pk="r1", legal_hold=False).exists()
+    assert RetentionPolicy.objects.filter(pk=objects["policy"]).exists()
+
+
+def test_login_requires_a_csrf_token(carol):
+    client = Client(enforce_csrf_checks=True)
+    response = client.post(reverse("login"), {"username": "carol", "password": "carol-password-1"})
+    assert response.status_code == 403
+
+
+def test_forms_on_pages_carry_the_csrf_token(client, carol, objects):
+    client.force_login(carol)
+    for url in (reverse("policies"), reverse("redaction-rules"), reverse("run", args=["r1"])):
+        body = client.get(url).content.decode()
+        assert body.count('method="post"') == body.count('name="csrfmiddlewaretoken"'), url
