@@ -83,6 +83,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default must just work
     # WAL lets the web process read while a worker writes; IMMEDIATE avoids
     # deadlocking upgrades from read to write locks between processes.
     DATABASES["default"]["OPTIONS"] = {
@@ -175,6 +176,8 @@ DURABLERUNS_REDACT_KEYS = _env_list(
 )
 # Where the demo tools find the stand-in providers (the web process serves them).
 DURABLERUNS_PROVIDER_URL = os.environ.get("DURABLERUNS_PROVIDER_URL", "http://127.0.0.1:8000")
+# Absolute links in emails (e.g. "an approval is waiting") start with this.
+DURABLERUNS_BASE_URL = os.environ.get("DURABLERUNS_BASE_URL", "http://127.0.0.1:8000")
 # Crash injection for crashtest and the chaos tests; unset in production.
 DURABLERUNS_CRASH_DIR = os.environ.get("DURABLERUNS_CRASH_DIR", "")
 # An OpenAI-compatible model endpoint; without it the scripted demo model answers.

@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..models import Run as RunRecord
-from . import crashpoints, doorbell, registry, store
+from . import crashpoints, doorbell, gates, registry, store
 from .context import Run
 from .errors import (
     AgentVersionUnavailable,
@@ -115,6 +115,10 @@ def _stop(lease: store.Lease, exc: RunStopped, context: Run | None = None) -> st
 
 def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
     fields: dict[str, Any] = {"retry_position": None, "retry_attempts": 0, **suspend.fields}
+    if suspend.status == Status.AWAITING_APPROVAL:
+        position = fields.pop("approval_position", None)
+        left = gates.release_awaiting(lease, position, **fields, **_progress(context))
+        return left or "lease-lost"
     wake_in = fields.pop("wake_in", None)
     if wake_in is not None:
         fields["wake_at"] = timezone.now() + timedelta(seconds=wake_in)

@@ -71,7 +71,8 @@ def _same_run(existing: Run, agent: registry.Agent, stored_input: Any) -> Run:
 
 
 def _ago(seconds: float) -> ExpressionWrapper:
-    return ExpressionWrapper(Now() - Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    delta = Value(timedelta(seconds=seconds))
+    return ExpressionWrapper(Now() - delta, output_field=DateTimeField())
 
 
 def due_for_doorbell() -> Q:
@@ -89,7 +90,10 @@ def due_for_doorbell() -> Q:
 
 
 def sweep(batch: int = 500) -> int:
-    """Ring every run that needs it; returns how many were rung."""
+    """Expire overdue approvals, then ring every run that needs it; returns how many."""
+    from ..approvals import expire_due  # decisions wake their runs themselves
+
+    expired = expire_due()
     with transaction.atomic():
         due = Run.objects.filter(due_for_doorbell()).order_by().values_list("id", flat=True)
         if connection.features.has_select_for_update_skip_locked:
@@ -98,7 +102,7 @@ def sweep(batch: int = 500) -> int:
         Run.objects.filter(pk__in=ids).update(rang_at=Now())
         for run_id in ids:
             doorbell.ring(run_id)
-    return len(ids)
+    return expired + len(ids)
 
 
 def check_input_text(text: str) -> dict[str, Any]:

@@ -8,12 +8,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from .. import roles
 from ..models import Run
 
 PAGE_SIZE = 50
 
 
 @require_GET
+@roles.permission_required(roles.VIEW_RUNS)
 def runs(request: HttpRequest) -> HttpResponse:
     queryset = Run.objects.order_by("-created_at", "-id")
     status = request.GET.get("status", "")
@@ -27,6 +29,7 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@roles.permission_required(roles.VIEW_RUNS)
 def run(request: HttpRequest, run_id: str) -> HttpResponse:
     record = get_object_or_404(Run, pk=run_id)
     context = {
