@@ -70,3 +70,12 @@ def bench_ticker(run: dr.Run, task: dict) -> dict:
 def _tick(i: int, seconds: float) -> int:
     time.sleep(seconds)
     return i
+
+
+@dr.agent("bench-approval", version="1", max_steps=10, max_duration=timedelta(hours=1))
+def bench_approval(run: dr.Run, task: dict) -> dict:
+    """A step, an approval gate, and the step whose start the approval benchmark times."""
+    run.step("before", _noop, 0)
+    decision = run.approval("go", summary="benchmark gate", payload={"n": 1})
+    run.step("after", _noop, 1)
+    return {"approved": decision.approved}

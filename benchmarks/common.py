@@ -160,6 +160,10 @@ class Workers:
         }
         self.procs: list[subprocess.Popen] = []
         self.logs: dict[int, Path] = {}
+        # Doorbells rung in this process (start_run, decisions) go to this queue too.
+        from durableruns.celery import app
+
+        app.conf.task_default_queue = self.queue
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         path = self.log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
@@ -232,6 +236,11 @@ def _forget_queue(queue: str) -> None:
     client = redis.Redis.from_url(REDIS_URL)
     for key in client.scan_iter(match=f"*{queue}*"):
         client.delete(key)
+    # Messages a killed worker held unacknowledged: kombu keeps them in shared keys.
+    for tag, value in client.hgetall("unacked").items():
+        if queue.encode() in value:
+            client.hdel("unacked", tag)
+            client.zrem("unacked_index", tag)
 
 
 @contextmanager

@@ -28,7 +28,7 @@ TICK_SECONDS = 0.02
 
 def measure(quick: bool) -> dict[str, Any]:
     url = setup_django()
-    kills = 6 if quick else 30
+    kills = 5 if quick else 30
     log_dir = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
     env = {
         "DURABLERUNS_LEASE_TTL": str(LEASE_TTL),

@@ -58,7 +58,7 @@ def measure(quick: bool) -> dict[str, Any]:
             stats = summary([v * 1000 for v in values])
             stats["ratio_to_floor"] = stats["median"] / (floor_median * 1000)
             result["systems"][name] = stats
-    result["not_measured"] = {k: v for k, v in peers.items() if isinstance(v, str)}
+    result["peers_not_measured"] = {k: v for k, v in peers.items() if isinstance(v, str)}
     return result
 
 
