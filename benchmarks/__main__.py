@@ -30,20 +30,43 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
+    raw = args.out.with_suffix(".json")
+    previous = _previous(raw, args) if args.only else {}
     machine_before = report.machine()
     results: dict[str, Any] = {}
     started = time.perf_counter()
     for section in args.only or SECTIONS:
         results[section] = run_section(section, args)
         print(report.section_text(section, results[section]), flush=True)
+        print(f"   ({results[section]['elapsed_s']:.0f} s)", flush=True)
     elapsed = time.perf_counter() - started
-    text = report.render(
-        results, machine_before, report.machine(), quick=args.quick, elapsed=elapsed
-    )
+    machine_after = report.machine()
+    if previous:
+        # --only reruns some sections: keep the others' figures, and say when they are from.
+        results = {
+            name: results.get(name, previous["results"].get(name))
+            for name in SECTIONS
+            if name in results or name in previous["results"]
+        }
+        machine_before["date"] += (
+            f" (sections {', '.join(args.only)}; the others from {previous['machine']['date']})"
+        )
+    text = report.render(results, machine_before, machine_after, quick=args.quick, elapsed=elapsed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    print(f"\nwrote {args.out} ({elapsed:.0f} s in all)")
+    record = {"quick": args.quick, "machine": machine_before, "results": results}
+    raw.write_text(json.dumps(record, indent=1, default=str))
+    print(f"\nwrote {args.out} and {raw.name} ({elapsed:.0f} s in all)")
     return 0
+
+
+def _previous(raw: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The last run's results, if it was of the same mode, to complete a partial rerun."""
+    try:
+        previous = json.loads(raw.read_text())
+    except (OSError, ValueError):
+        return {}
+    return previous if previous.get("quick") == args.quick else {}
 
 
 def run_section(section: str, args: argparse.Namespace) -> dict[str, Any]:
