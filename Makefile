@@ -13,7 +13,7 @@ PYTHON ?= $(shell for p in $(PYTHON_CANDIDATES); do \
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durableruns
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: demo test venv lint bench clean
+.PHONY: demo test venv lint bench bench-quick clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found on PATH)"; exit 1; }
@@ -30,6 +30,19 @@ demo: venv
 test: venv
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(PY) -m pytest $(PYTEST_ARGS)
+
+# Benchmarks (benchmarks/, never part of `make test`): the peers they compare with are
+# an optional dependency group, so the product does not depend on them. They use their
+# own databases (durableruns_bench*) on BENCH_POSTGRES_URL and Redis at BENCH_REDIS_URL.
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet --group bench
+	touch $@
+
+bench: $(VENV)/.bench-installed
+	$(PY) -m benchmarks $(BENCH_ARGS)
+
+bench-quick: $(VENV)/.bench-installed
+	$(PY) -m benchmarks --quick $(BENCH_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -65,6 +65,9 @@ class Run:
         self._record = record
         self._lease = lease
         self._history = history
+        # Summed once here and kept up to date in committed(): before_new_step() asks
+        # on every step, and summing the history each time made a run quadratic.
+        self._approval_wait = _approval_wait(history.values())
         self._effects = effects
         self._max_steps = max_steps
         self._max_duration = max_duration
@@ -208,11 +211,7 @@ class Run:
         return f"{position}-{name}"
 
     def _human_wait(self) -> float:
-        return sum(
-            (step.finished_at - step.started_at).total_seconds()
-            for step in self._history.values()
-            if step.kind == Kind.APPROVAL and step.started_at and step.finished_at
-        )
+        return self._approval_wait
 
     # --- Execution ---------------------------------------------------------------
 
@@ -279,6 +278,7 @@ class Run:
             started_at=outcome.started_at, finished_at=outcome.finished_at,
         )
         self._history[outcome.position] = recorded
+        self._approval_wait += _approval_wait([recorded])
         if raw:
             return recorded
         return self._replay(recorded)
@@ -307,6 +307,15 @@ class Run:
         self.tokens_in += int(usage.get("prompt_tokens", 0))
         self.tokens_out += int(usage.get("completion_tokens", 0))
         return reply
+
+
+def _approval_wait(steps: Any) -> float:
+    """Seconds the steps spent waiting for a person (not the agent's to budget)."""
+    return sum(
+        (step.finished_at - step.started_at).total_seconds()
+        for step in steps
+        if step.kind == Kind.APPROVAL and step.started_at and step.finished_at
+    )
 
 
 def _check_same_step(position: int, recorded: Step, request: StepRequest) -> None:

@@ -1,0 +1,400 @@
+"""The machine description, the console lines and docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .common import REDIS_URL, ROOT, admin_connect
+
+ANALYSIS = Path(__file__).with_name("ANALYSIS.md")
+PACKAGES = ("django", "celery", "psycopg", "dbos", "langgraph-checkpoint-postgres")
+PAGE_TARGET_MS = 100.0
+STEP_TARGET_RATIO = 1.5
+APPROVAL_TARGET_S = 1.0
+MEMORY_TARGET_PCT = 10.0
+
+
+def machine() -> dict[str, Any]:
+    """What the figures depend on, and how busy the machine was."""
+    info: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(_meminfo_kib("MemTotal") / 2**20, 1),
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "busy_processes": _busy_processes(),
+        "git": _git("rev-parse", "--short", "HEAD") + " (" + _git("branch", "--show-current") + ")",
+    }
+    for package in PACKAGES:
+        try:
+            info[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            info[package] = "not installed"
+    try:
+        with admin_connect() as conn:
+            info["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
+            for setting in ("synchronous_commit", "fsync", "shared_buffers"):
+                info[f"postgres {setting}"] = conn.execute(f"SHOW {setting}").fetchone()[0]
+    except Exception as exc:
+        info["postgres"] = f"unreachable: {exc}"
+    try:
+        import redis
+
+        info["redis"] = redis.Redis.from_url(REDIS_URL).info("server")["redis_version"]
+    except Exception as exc:
+        info["redis"] = f"unreachable: {exc}"
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _meminfo_kib(key: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _busy_processes() -> str:
+    """Other work on the machine: pytest, celery and postgres backends running now."""
+    try:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    except OSError:
+        return "unknown"
+    lines = ps.splitlines()
+    counts = {
+        "pytest": sum("pytest" in line for line in lines),
+        "celery": sum("celery" in line for line in lines),
+        "postgres": sum(line.startswith("postgres:") for line in lines),
+    }
+    return ", ".join(f"{n} {name}" for name, n in counts.items())
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# --- Console -------------------------------------------------------------------
+
+
+def section_text(name: str, result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"   {name} FAILED: {result['error'][-600:]}"
+    if "not_measured" in result:
+        return f"   {name}: not measured ({result['not_measured']})"
+    return "\n".join("   " + line for line in _lines(name, result))
+
+
+def _lines(name: str, r: dict[str, Any]) -> list[str]:
+    if name == "step_overhead":
+        return [
+            f"{s:18} median {v['median']:.3f} ms  p95 {v['p95']:.3f} ms  "
+            f"{v['ratio_to_floor']:.2f}x floor"
+            for s, v in r["systems"].items()
+        ]
+    if name == "throughput":
+        return [
+            f"{c['processes']} worker(s): {c['steps_per_s']:.0f} steps/s, "
+            f"{c['runs_per_s']:.1f} runs/s"
+            for c in r["configs"]
+        ]
+    if name == "recovery":
+        s = r["recovery_s"]
+        return [
+            f"TTL {r['lease_ttl_s']} s, sweep {r['sweep_interval_s']} s: median "
+            f"{s['median']:.2f} s, p95 {s['p95']:.2f} s over {s['n']} kills"
+        ]
+    if name == "approval":
+        s = r["decision_to_next_step_s"]
+        return [f"median {s['median'] * 1000:.0f} ms, p95 {s['p95'] * 1000:.0f} ms"]
+    if name == "dashboard":
+        lines = [
+            f"{r['runs']:,} runs, {r['steps']:,} steps generated in {r['generated_in_s']:.0f} s"
+        ]
+        for page, v in r["pages"].items():
+            if "not_measured" in v:
+                lines.append(f"{page:18} not measured: {v['not_measured']}")
+            else:
+                lines.append(
+                    f"{page:18} median {v['median']:.1f} ms  p95 {v['p95']:.1f} ms  "
+                    f"queries {v['queries']}"
+                )
+        return lines
+    if name == "memory":
+        return [
+            f"RSS after {r['first']:,} runs {r['rss_mb_after_first']:.1f} MiB, after "
+            f"{r['total']:,} {r['rss_mb_after_total']:.1f} MiB ({r['growth_pct']:+.1f}%)"
+        ]
+    return [str(r)]
+
+
+# --- docs/benchmarks.md -----------------------------------------------------------
+
+
+def render(
+    results: dict[str, Any],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    *,
+    quick: bool,
+    elapsed: float,
+) -> str:
+    mode = "`make bench-quick` (small sizes)" if quick else "`make bench`"
+    out = [
+        "# Benchmarks",
+        "",
+        f"Written by {mode} on {before['date']} in {elapsed:.0f} s. Rerun with `make bench` "
+        "(about 15 minutes) or `make bench-quick` (under 3 minutes); the suite lives in "
+        "`benchmarks/` and never runs in `make test`. Every figure that matters is a ratio "
+        "or a comparison measured in the same run, because absolute times on a shared "
+        "2-core machine drift.",
+        "",
+    ]
+    if quick:
+        out += [
+            "> Quick mode: small sizes (e.g. 20,000 runs for the dashboard, not "
+            "1,000,000). The targets are judged on a full `make bench`.",
+            "",
+        ]
+    out += ["## Machine", "", "| | |", "|---|---|"]
+    for key, value in before.items():
+        if key in ("load_average", "busy_processes"):
+            value = f"{value} (start) / {after[key]} (end)"
+        out.append(f"| {key} | {value} |")
+    out += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    out += [f"| {t} | {m} | {ok} |" for t, m, ok in targets(results)]
+    for name, title in (
+        ("step_overhead", "1. Per-step checkpoint overhead"),
+        ("throughput", "2. Throughput"),
+        ("recovery", "3. Recovery after SIGKILL"),
+        ("approval", "4. Approval to resume"),
+        ("dashboard", "5. Dashboard at scale"),
+        ("memory", "6. Worker memory"),
+    ):
+        if name in results:
+            out += ["", f"## {title}", "", *_section_md(name, results[name])]
+    if ANALYSIS.exists():
+        out += ["", ANALYSIS.read_text().strip()]
+    return "\n".join(out) + "\n"
+
+
+def _ok(flag: bool | None) -> str:
+    return {True: "yes", False: "**no**", None: "not measured"}[flag]
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows = []
+    step = results.get("step_overhead", {})
+    systems = step.get("systems", {})
+    if "engine" in systems:
+        ratio = systems["engine"]["ratio_to_floor"]
+        rows.append(
+            (
+                f"per-step overhead <= {STEP_TARGET_RATIO}x floor",
+                f"{ratio:.2f}x",
+                _ok(ratio <= STEP_TARGET_RATIO),
+            )
+        )
+        if "dbos" in systems:
+            dbos = systems["dbos"]["median"]
+            rows.append(
+                (
+                    "per-step overhead no worse than DBOS",
+                    f"{systems['engine']['median']:.3f} ms vs {dbos:.3f} ms",
+                    _ok(systems["engine"]["median"] <= dbos),
+                )
+            )
+    else:
+        rows.append(("per-step overhead", "not measured", _ok(None)))
+    rec = results.get("recovery", {})
+    if "recovery_s" in rec:
+        p95 = rec["recovery_s"]["p95"]
+        rows.append(
+            (
+                f"recovery p95 < TTL + sweep + 1 s = {rec['target_p95_s']:.1f} s",
+                f"{p95:.2f} s",
+                _ok(p95 < rec["target_p95_s"]),
+            )
+        )
+    appr = results.get("approval", {})
+    if "decision_to_next_step_s" in appr:
+        p95 = appr["decision_to_next_step_s"]["p95"]
+        rows.append(
+            ("approval to resume p95 < 1 s", f"{p95 * 1000:.0f} ms", _ok(p95 < APPROVAL_TARGET_S))
+        )
+    else:
+        rows.append(("approval to resume p95 < 1 s", "not measured", _ok(None)))
+    dash = results.get("dashboard", {})
+    for page, v in dash.get("pages", {}).items():
+        if "not_measured" in v:
+            rows.append((f"{page} < {PAGE_TARGET_MS:.0f} ms median", "not measured", _ok(None)))
+            continue
+        constant = len(v["queries"]) == 1
+        rows.append(
+            (
+                f"{page} < {PAGE_TARGET_MS:.0f} ms median at {dash['runs']:,} runs, "
+                "constant queries",
+                f"{v['median']:.1f} ms, {v['queries']} queries",
+                _ok(v["median"] < PAGE_TARGET_MS and constant),
+            )
+        )
+    mem = results.get("memory", {})
+    if "growth_pct" in mem:
+        rows.append(
+            (
+                f"worker RSS within {MEMORY_TARGET_PCT:.0f}% from {mem['first']:,} to "
+                f"{mem['total']:,} runs",
+                f"{mem['growth_pct']:+.1f}%",
+                _ok(abs(mem["growth_pct"]) <= MEMORY_TARGET_PCT),
+            )
+        )
+    return rows
+
+
+def _section_md(name: str, r: dict[str, Any]) -> list[str]:
+    if "error" in r:
+        return ["Failed in this run:", "", "```", r["error"][-2000:], "```"]
+    if "not_measured" in r:
+        return [f"Not measured: {r['not_measured']}."]
+    return {
+        "step_overhead": _step_md,
+        "throughput": _throughput_md,
+        "recovery": _recovery_md,
+        "approval": _approval_md,
+        "dashboard": _dashboard_md,
+        "memory": _memory_md,
+    }[name](r)
+
+
+STEP_LABELS = {
+    "floor": "floor: psycopg INSERT of a step-shaped row in autocommit (1 round trip, 1 commit)",
+    "floor_transaction": "same INSERT + explicit COMMIT (psycopg: BEGIN, INSERT, COMMIT)",
+    "engine": "**durableruns**: `executor.advance`, interval between step checkpoints",
+    "engine_commit": "durableruns: `store.commit_step` alone",
+    "dbos": "DBOS Transact: `@DBOS.step` in a `@DBOS.workflow`",
+    "langgraph": "LangGraph `PostgresSaver.put` of one checkpoint",
+}
+
+
+def _step_md(r: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{r['rounds']} interleaved rounds of {r['steps_per_round']} trivial steps per "
+        "system, same Postgres, one process (`python -m benchmarks.step_overhead`).",
+        "",
+        "| system | median ms | p95 ms | median / floor |",
+        "|---|---|---|---|",
+    ]
+    for key, v in r["systems"].items():
+        lines.append(
+            f"| {STEP_LABELS.get(key, key)} | {v['median']:.3f} | {v['p95']:.3f} | "
+            f"{v['ratio_to_floor']:.2f}x |"
+        )
+    for key, why in r.get("peers_not_measured", {}).items():
+        lines.append(f"| {key} | {why} | | |")
+    return lines
+
+
+def _throughput_md(r: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Runs of {r['steps_per_run']} steps ({r['effects_per_run']} effect through the "
+        "ledger), real `celery -A durableruns worker --pool=solo` processes, Redis broker. "
+        "Postgres and the workers share the 2 cores.",
+        "",
+        "| worker processes | runs | seconds | steps/s | runs/s |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c['processes']} | {c['runs']} | {c['elapsed_s']:.1f} | "
+        f"{c['steps_per_s']:.0f} | {c['runs_per_s']:.1f} |"
+        for c in r["configs"]
+    ]
+    return lines
+
+
+def _recovery_md(r: dict[str, Any]) -> list[str]:
+    s = r["recovery_s"]
+    return [
+        f"Lease TTL **{r['lease_ttl_s']} s**, sweep interval **{r['sweep_interval_s']} s** "
+        f"(production defaults: 30 s and 5 s). {s['n']} SIGKILLs of the worker holding "
+        "the lease; time from the kill to the next step's `started_at` on another worker.",
+        "",
+        "| median s | p95 s | min s | target p95 |",
+        "|---|---|---|---|",
+        f"| {s['median']:.2f} | {s['p95']:.2f} | {s['min']:.2f} | < {r['target_p95_s']:.1f} |",
+    ]
+
+
+def _approval_md(r: dict[str, Any]) -> list[str]:
+    s = r["decision_to_next_step_s"]
+    return [
+        f"{s['n']} decisions through `durableruns.approvals.decide()`, two idle workers; "
+        "time from the call to the `started_at` of the step after the gate.",
+        "",
+        "| median ms | p95 ms | min ms |",
+        "|---|---|---|",
+        f"| {s['median'] * 1000:.0f} | {s['p95'] * 1000:.0f} | {s['min'] * 1000:.0f} |",
+    ]
+
+
+def _dashboard_md(r: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{r['runs']:,} runs, {r['steps']:,} steps and {r['effects']:,} effects "
+        f"generated in {r['generated_in_s']:.0f} s ({r['database_mb']:.0f} MiB). Server "
+        "time through Django's test Client (all middleware, logged-in operator); the query "
+        "count includes the session and user lookups.",
+        "",
+        "| page | URL | median ms | p95 ms | queries |",
+        "|---|---|---|---|---|",
+    ]
+    for page, v in r["pages"].items():
+        if "not_measured" in v:
+            lines.append(f"| {page} | | not measured: {v['not_measured']} | | |")
+        else:
+            lines.append(
+                f"| {page} | `{v['url'][:70]}` | {v['median']:.1f} | {v['p95']:.1f} | "
+                f"{', '.join(map(str, v['queries']))} |"
+            )
+    return lines
+
+
+def _memory_md(r: dict[str, Any]) -> list[str]:
+    lines = [
+        f"One solo-pool worker, runs of {r['steps_per_run']} steps (one effect); VmRSS "
+        "of the worker process.",
+        "",
+        "| runs completed | RSS MiB |",
+        "|---|---|",
+    ]
+    lines += [f"| {s['runs']:,} | {s['rss_mb']:.1f} |" for s in r["samples"]]
+    lines += [
+        "",
+        f"Growth from {r['first']:,} to {r['total']:,} runs: **{r['growth_pct']:+.1f}%**.",
+    ]
+    if r["total"] < r.get("planned_total", r["total"]):
+        lines += [
+            "",
+            f"Stopped at {r['total']:,} of the planned {r['planned_total']:,} runs "
+            "by the section's time limit (the machine was busy).",
+        ]
+    return lines
