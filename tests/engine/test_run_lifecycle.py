@@ -122,8 +122,9 @@ def test_it_stops_a_run_over_its_time_budget(drive):
 
 
 def test_changed_agent_code_stops_the_run_with_a_non_determinism_error(drive):
-    start_run("t-sleepy", {"seconds": 0.01}, run_id="div")
+    start_run("t-sleepy", {"seconds": 1.0}, run_id="div")
     executor.advance("div")
+    assert Run.objects.get(pk="div").status == Run.Status.WAITING
     steps_before = list(Step.objects.filter(run_id="div").values_list("id", flat=True))
     original = registry.get_agent("t-sleepy", "1").fn
 
