@@ -161,8 +161,9 @@ def test_a_run_continues_only_on_its_own_agent_version(rung):
 
 
 def test_an_old_checkpoint_schema_is_migrated_on_read(drive):
-    start_run("t-sleepy", {"seconds": 0.01}, run_id="old")
+    start_run("t-sleepy", {"seconds": 0.5}, run_id="old")
     executor.advance("old")
+    assert Run.objects.get(pk="old").status == Run.Status.WAITING
     Step.objects.filter(run_id="old").update(schema_version=0)
     run = drive("old")
     assert run.status == Run.Status.SUCCEEDED
