@@ -137,6 +137,8 @@ else:
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
         "processed_folder": str(_broker_dir / "processed"),
+        # Broadcast (pidbox) exchanges; kombu's default is ./control in the cwd.
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DURABLERUNS_QUEUE", "durableruns")

@@ -86,7 +86,7 @@ class Command(BaseCommand):
 
 def _prepare_broker_folders() -> None:
     options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
-    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if key in options:
             Path(options[key]).mkdir(parents=True, exist_ok=True)
     Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
