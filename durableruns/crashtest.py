@@ -255,6 +255,12 @@ class Cluster:
         for proc in [*self.workers, *([self._server] if self._server else [])]:
             _terminate(proc)
         app.conf.task_default_queue = self._previous_queue
+        self._delete_queue(app)
+
+    def _delete_queue(self, app: Any) -> None:
+        """Leave nothing behind in the broker (doorbells are worthless once we are done)."""
+        with contextlib.suppress(Exception), app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(self.queue)
 
     def _start_thread(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
