@@ -110,6 +110,7 @@ class Case:
     missing: int = 0
     escalations: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    executions: Counter = field(default_factory=Counter)  # per "step_id:tool"
 
     @property
     def resume_seconds(self) -> float | None:
@@ -571,6 +572,7 @@ def _judge(case: Case, baseline: Run, base_counts: Counter, counts: Counter,
            options: Options) -> None:
     run = Run.objects.get(pk=case.run_id)
     case.status = run.status
+    case.executions = counts
     case.extra = {k: n - base_counts[k] for k, n in counts.items() if n > base_counts[k]}
     case.duplicates = sum(case.extra.values())
     case.missing = sum(max(n - counts[k], 0) for k, n in base_counts.items())
