@@ -295,6 +295,36 @@ def test_it_finishes_runs_whose_result_commit_lost_its_connection(faults):
     _assert_same_effects(run_ids, baseline)
 
 
+_ACTIVE_WORKER_BACKENDS = """
+    SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid()
+      AND application_name = %s AND state IN ('active', 'idle in transaction')
+"""
+
+
+def test_it_finishes_runs_whose_worker_connections_keep_dying(faults):
+    faults.worker()
+    faults.worker()
+    faults.beat()
+    baseline = _uninterrupted("refund-bot", REFUND)
+    run_ids = [start_run("refund-bot", REFUND, run_id=f"pgchurn-{n}")[0].id for n in range(10)]
+    kills = 0
+    deadline = time.monotonic() + 60
+    with psycopg.connect(_dsn(), autocommit=True) as admin:
+        while kills < 30 and not _all_finished(run_ids) and time.monotonic() < deadline:
+            busy = wait_for(lambda: admin.execute(_ACTIVE_WORKER_BACKENDS, (WORKER_APP,)).fetchall()
+                            or _all_finished(run_ids), interval=0.005, timeout=30,
+                            message="a worker backend in the middle of a statement")
+            for (pid,) in busy if isinstance(busy, list) else []:
+                kills += admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+
+    assert kills >= 10, f"only {kills} worker connections were killed"
+    wait_for(lambda: _all_finished(run_ids), timeout=90, message="every run to finish")
+    # Effects are exactly-once; a model reply whose checkpoint died with its connection
+    # is at-least-once (the call happened, its record did not), so it is not counted.
+    _assert_same_effects(run_ids, baseline)
+
+
 # --- One executor per run (invariant 6) -------------------------------------------
 
 
