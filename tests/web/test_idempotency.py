@@ -11,12 +11,13 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from django.test import Client
+from django.test import Client, RequestFactory
 from django.utils import timezone
 
 from durableruns import tasks
 from durableruns.celery import app
-from durableruns.idempotency import prune_idempotency_records
+from durableruns.demo.models import ProviderCall
+from durableruns.idempotency import prune_idempotency_records, request_fingerprint
 from durableruns.models import IdempotencyRecord
 from tests.conftest import wait_for
 from tests.web.idempotency_urls import EXECUTIONS
@@ -114,13 +115,60 @@ def test_it_does_not_store_a_server_error(client):
 
 
 @pytest.mark.django_db
-def test_it_does_not_store_an_exception():
+def test_it_does_not_store_an_exception_and_rolls_back_the_views_writes():
     client = Client(raise_request_exception=False)
     key = _key()
     assert _post(client, "/test/exploding", {}, key).status_code == 500
     assert not IdempotencyRecord.objects.filter(key=key).exists()
+    assert not ProviderCall.objects.filter(idempotency_key=key).exists()
     assert _post(client, "/test/exploding", {}, key).status_code == 201
     assert EXECUTIONS[key] == 2
+    assert ProviderCall.objects.filter(idempotency_key=key).count() == 1
+
+
+def _abandoned_claim(path: str, body: dict, key: str, age: timedelta) -> None:
+    """What a request whose process died mid-view leaves behind: its claim only."""
+    request = RequestFactory().post(path, data=json.dumps(body), content_type="application/json")
+    IdempotencyRecord.objects.create(scope="test-ledgered", key=key,
+                                     fingerprint=request_fingerprint(request))
+    _age(key, age)
+
+
+@pytest.mark.django_db
+def test_it_takes_over_a_key_abandoned_past_the_lock_timeout(client, settings):
+    settings.DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT = 60
+    recent, abandoned = _key(), _key()
+    _abandoned_claim("/test/ledgered", {}, recent, timedelta(seconds=50))
+    _abandoned_claim("/test/ledgered", {}, abandoned, timedelta(seconds=61))
+
+    assert _post(client, "/test/ledgered", {}, recent).status_code == 409
+    assert _post(client, "/test/ledgered", {}, abandoned).status_code == 201
+    assert _post(client, "/test/ledgered", {}, abandoned)["Idempotent-Replayed"] == "true"
+    assert _post(client, "/test/ledgered", {"other": 1}, abandoned).status_code == 422
+    assert ProviderCall.objects.filter(idempotency_key=abandoned).count() == 1
+    assert EXECUTIONS[recent] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_commits_once_when_a_slow_request_is_taken_over(live_server, settings):
+    settings.DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT = 0.3
+    key = _key()
+    url = f"{live_server.url}/test/ledgered"
+    body = {"pause": 1.0}
+    first: list[httpx.Response] = []
+    slow = threading.Thread(target=lambda: first.append(
+        httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)))
+    slow.start()
+    wait_for(lambda: IdempotencyRecord.objects.filter(
+        key=key, created_at__lt=timezone.now() - timedelta(seconds=0.3)).exists(),
+        message="the first request to outlive the lock timeout")
+    second = httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
+    slow.join(timeout=30)
+
+    assert EXECUTIONS[key] == 2, "both requests ran the view"
+    assert first[0].status_code == 409, "the superseded request rolled back"
+    assert second.status_code == 201
+    assert ProviderCall.objects.filter(idempotency_key=key).count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
