@@ -30,7 +30,7 @@ from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints
 from .errors import LeaseLost, SerializationError, StoreUnavailable
 from .keys import canonical_json, too_deep
-from .redaction import redact  # noqa: F401 - re-exported for callers
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ class Lease:
 
 
 def _in(seconds: float) -> ExpressionWrapper:
-    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    delta = Value(timedelta(seconds=seconds))
+    return ExpressionWrapper(Now() + delta, output_field=DateTimeField())
 
 
 # A JSON escape of NUL that is not itself an escaped backslash followed by "u0000".
@@ -123,10 +124,11 @@ def renew_lease(lease: Lease) -> bool:
 
 def release(lease: Lease, status: str, **fields: Any) -> bool:
     """Leave the run in `status`, giving up the lease; False if the lease was lost."""
+    held = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner)
     with _confirmed(lease):
-        updated = Run.objects.filter(
-            pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner
-        ).update(status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields)
+        updated = held.update(
+            status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields
+        )
     if not updated:
         lease.lost = True
         log.warning("run %s: lease lost before release to %s", lease.run_id, status)
