@@ -68,9 +68,22 @@ class PrivateRedis:
     def start(self) -> None:
         log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         wait_for(self.answers, timeout=10, message="the private redis-server")
 
@@ -132,8 +145,9 @@ def _fence(run_id: str) -> int:
 
 def _executions(run_id: str) -> Counter:
     """Real provider executions per step and tool (arguments may embed run ids)."""
-    rows = ProviderCall.objects.filter(idempotency_key__startswith=f"{run_id}:",
-                                       outcome=ProviderCall.Outcome.EXECUTED)
+    rows = ProviderCall.objects.filter(
+        idempotency_key__startswith=f"{run_id}:", outcome=ProviderCall.Outcome.EXECUTED
+    )
     keys = rows.values_list("idempotency_key", flat=True)
     return Counter(":".join(key.split(":")[1:3]) for key in keys)
 
@@ -152,8 +166,12 @@ def _uninterrupted(agent: str, run_input: dict, run_id: str = "baseline") -> Cou
 
 def _assert_checkpointed_once(run_id: str) -> None:
     """Every position holds exactly one step, positions 0..n-1, and n steps were used."""
-    per_position = (Step.objects.filter(run_id=run_id).values("position")
-                    .annotate(n=Count("id")).order_by("position"))
+    per_position = (
+        Step.objects.filter(run_id=run_id)
+        .values("position")
+        .annotate(n=Count("id"))
+        .order_by("position")
+    )
     positions = [row["position"] for row in per_position]
     assert all(row["n"] == 1 for row in per_position), list(per_position)
     assert positions == list(range(len(positions)))
@@ -206,8 +224,10 @@ def test_it_loses_no_run_when_redis_is_flushed_mid_runs(faults, private_redis):
     faults.beat()
     baseline = _uninterrupted("refund-bot", REFUND)
     run_ids = [start_run("refund-bot", REFUND, run_id=f"flush-{n}")[0].id for n in range(20)]
-    wait_for(lambda: Step.objects.filter(run_id__in=run_ids).count() >= 8,
-             message="the runs to get going")
+    wait_for(
+        lambda: Step.objects.filter(run_id__in=run_ids).count() >= 8,
+        message="the runs to get going",
+    )
     in_flight = _unfinished(run_ids)
     private_redis.client().flushall()
 
@@ -224,8 +244,10 @@ def test_it_loses_no_run_when_redis_restarts_mid_runs(faults, private_redis):
     faults.beat()
     baseline = _uninterrupted("refund-bot", REFUND)
     run_ids = [start_run("refund-bot", REFUND, run_id=f"restart-{n}")[0].id for n in range(12)]
-    wait_for(lambda: Step.objects.filter(run_id__in=run_ids).count() >= 5,
-             message="the runs to get going")
+    wait_for(
+        lambda: Step.objects.filter(run_id__in=run_ids).count() >= 5,
+        message="the runs to get going",
+    )
     in_flight = _unfinished(run_ids)
     private_redis.stop()  # SIGKILL: no save, everything queued in Redis is gone
     private_redis.start()
@@ -242,7 +264,10 @@ def test_it_loses_no_run_when_redis_restarts_mid_runs(faults, private_redis):
 def _dsn() -> str:
     db = connection.settings_dict
     return psycopg.conninfo.make_conninfo(
-        dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"],
+        dbname=db["NAME"],
+        user=db["USER"],
+        host=db["HOST"],
+        port=db["PORT"],
         password=db["PASSWORD"] or None,
     )
 
@@ -255,8 +280,9 @@ _BLOCKED_RESULT_COMMIT = """
 """
 
 
-def _kill_during_result_commit(admin: psycopg.Connection, killed: set[str],
-                               run_ids: list[str]) -> None:
+def _kill_during_result_commit(
+    admin: psycopg.Connection, killed: set[str], run_ids: list[str]
+) -> None:
     """Hold an in-flight effect row locked until its worker blocks committing the
     result, then terminate that worker's backend in the middle of the commit."""
     with psycopg.connect(_dsn()) as locker:
@@ -268,8 +294,11 @@ def _kill_during_result_commit(admin: psycopg.Connection, killed: set[str],
         ).fetchone()
         if row is None:
             return
-        blocked = wait_for(lambda: admin.execute(_BLOCKED_RESULT_COMMIT, (WORKER_APP,)).fetchall(),
-                           timeout=10, message="a worker blocked in its result commit")
+        blocked = wait_for(
+            lambda: admin.execute(_BLOCKED_RESULT_COMMIT, (WORKER_APP,)).fetchall(),
+            timeout=10,
+            message="a worker blocked in its result commit",
+        )
         for (pid,) in blocked:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         killed.add(row[0])
@@ -282,8 +311,9 @@ def test_it_finishes_runs_whose_result_commit_lost_its_connection(faults):
     faults.beat()
     run_input = {"order_id": "A-1001", "pause": 0.3}
     baseline = _uninterrupted("slow-refund-bot", run_input)
-    run_ids = [start_run("slow-refund-bot", run_input, run_id=f"pgkill-{n}")[0].id
-               for n in range(6)]
+    run_ids = [
+        start_run("slow-refund-bot", run_input, run_id=f"pgkill-{n}")[0].id for n in range(6)
+    ]
     killed: set[str] = set()
     deadline = time.monotonic() + 90
     with psycopg.connect(_dsn(), autocommit=True) as admin:
@@ -312,9 +342,15 @@ def test_it_finishes_runs_whose_worker_connections_keep_dying(faults):
     deadline = time.monotonic() + 60
     with psycopg.connect(_dsn(), autocommit=True) as admin:
         while kills < 30 and not _all_finished(run_ids) and time.monotonic() < deadline:
-            busy = wait_for(lambda: admin.execute(_ACTIVE_WORKER_BACKENDS, (WORKER_APP,)).fetchall()
-                            or _all_finished(run_ids), interval=0.005, timeout=30,
-                            message="a worker backend in the middle of a statement")
+            busy = wait_for(
+                lambda: (
+                    admin.execute(_ACTIVE_WORKER_BACKENDS, (WORKER_APP,)).fetchall()
+                    or _all_finished(run_ids)
+                ),
+                interval=0.005,
+                timeout=30,
+                message="a worker backend in the middle of a statement",
+            )
             for (pid,) in busy if isinstance(busy, list) else []:
                 kills += admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
 
@@ -343,8 +379,10 @@ def test_it_executes_a_run_enqueued_five_times_at_once_once(faults):
         advance_run.apply_async(("five",))
 
     wait_for(lambda: _all_finished(["five"]), message="the run to finish")
-    wait_for(lambda: _turned_away(faults) - skipped_before == 4,
-             message="the four extra doorbells to be turned away")
+    wait_for(
+        lambda: _turned_away(faults) - skipped_before == 4,
+        message="the four extra doorbells to be turned away",
+    )
     assert _fence("five") == 1, "exactly one lease was ever taken"
     _assert_same_effects(["five"], baseline)
     assert _model_calls("five") == _model_calls("baseline")
@@ -356,8 +394,9 @@ def test_it_never_lets_two_workers_execute_the_same_step(faults, tmp_path):
     wait_for(lambda: all(_ready(faults, w) for w in workers), message="both workers")
     ledger = tmp_path / "ledger"
     steps = 6
-    start_run("slow-bot", {"ledger": str(ledger), "steps": steps, "seconds": 0.3},
-              run_id="contended")
+    start_run(
+        "slow-bot", {"ledger": str(ledger), "steps": steps, "seconds": 0.3}, run_id="contended"
+    )
     for _ in range(10):
         advance_run.apply_async(("contended",))
     wait_for(lambda: _executors(ledger, 2), message="the run to reach its third step")
@@ -375,8 +414,9 @@ def test_it_rejects_a_paused_workers_late_writes(faults, tmp_path):
     workers = [faults.worker(), faults.worker()]
     faults.beat()
     task = {"steps": 2, "seconds": 1.0, "refund": "none"}
-    baseline = _uninterrupted("slow-bot", {**task, "seconds": 0.05,
-                                           "ledger": str(tmp_path / "baseline")})
+    baseline = _uninterrupted(
+        "slow-bot", {**task, "seconds": 0.05, "ledger": str(tmp_path / "baseline")}
+    )
     ledger = tmp_path / "ledger"
     start_run("slow-bot", {**task, "ledger": str(ledger)}, run_id="paused")
     zombie_pid = wait_for(lambda: _executors(ledger, 0), message="the first step")[0]
@@ -408,30 +448,43 @@ def test_it_picks_up_an_expired_lease_within_ttl_plus_sweep_interval(faults, tmp
     faults.beat()
     wait_for(lambda: all(_ready(faults, w) for w in workers), message="every worker")
     ledger = tmp_path / "ledger"
-    start_run("slow-bot", {"ledger": str(ledger), "steps": 3 * kills, "seconds": 0.25},
-              run_id="swept")
+    start_run(
+        "slow-bot", {"ledger": str(ledger), "steps": 3 * kills, "seconds": 0.25}, run_id="swept"
+    )
     pickups, resumes = [], []
     for _ in range(kills):
         seen = len(_ledger(ledger))
-        executor = wait_for(lambda n=seen: [pid for event, _, pid, _ in _ledger(ledger)[n:]
-                                            if event == "start"], message="a step to start")[0]
+        executor = wait_for(
+            lambda n=seen: [pid for event, _, pid, _ in _ledger(ledger)[n:] if event == "start"],
+            message="a step to start",
+        )[0]
         fence = _fence("swept")
         killed_at, killed_wall = time.monotonic(), time.time()
         faults.kill(_worker_by_pid(faults, executor))
-        wait_for(lambda f=fence: _fence("swept") > f, interval=0.01, timeout=15,
-                 message="the sweeper to hand the run to another worker")
+        wait_for(
+            lambda f=fence: _fence("swept") > f,
+            interval=0.01,
+            timeout=15,
+            message="the sweeper to hand the run to another worker",
+        )
         pickups.append(time.monotonic() - killed_at)
         resumed = wait_for(
-            lambda dead=executor, t=killed_wall: [at for event, _, pid, at in _ledger(ledger)
-                                                  if event == "start" and pid != dead and at > t],
-            interval=0.01, message="the next step to start",
+            lambda dead=executor, t=killed_wall: [
+                at
+                for event, _, pid, at in _ledger(ledger)
+                if event == "start" and pid != dead and at > t
+            ],
+            interval=0.01,
+            message="the next step to start",
         )
         resumes.append(resumed[0] - killed_wall)
 
     bound = TEST_LEASE_TTL + TEST_SWEEP_INTERVAL
-    print(f"\nsweeper pick-up after SIGKILL (lease TTL {TEST_LEASE_TTL}s, sweep every "
-          f"{TEST_SWEEP_INTERVAL}s, bound {bound}s): pick-up {_figures(pickups)}; "
-          f"next step started {_figures(resumes)}")
+    print(
+        f"\nsweeper pick-up after SIGKILL (lease TTL {TEST_LEASE_TTL}s, sweep every "
+        f"{TEST_SWEEP_INTERVAL}s, bound {bound}s): pick-up {_figures(pickups)}; "
+        f"next step started {_figures(resumes)}"
+    )
     assert max(pickups) < bound + 0.5, pickups
     wait_for(lambda: _all_finished(["swept"]), timeout=60, message="the run to finish")
     assert _status("swept") == Run.Status.SUCCEEDED
@@ -441,6 +494,7 @@ def test_it_picks_up_an_expired_lease_within_ttl_plus_sweep_interval(faults, tmp
 def _figures(seconds: list[float]) -> str:
     ordered = sorted(seconds)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return (f"median {statistics.median(ordered):.2f}s, p95 {p95:.2f}s, max {ordered[-1]:.2f}s "
-            f"over {len(ordered)} kills ({', '.join(f'{s:.2f}' for s in seconds)})")
-
+    return (
+        f"median {statistics.median(ordered):.2f}s, p95 {p95:.2f}s, max {ordered[-1]:.2f}s "
+        f"over {len(ordered)} kills ({', '.join(f'{s:.2f}' for s in seconds)})"
+    )

@@ -78,8 +78,12 @@ def ledgered(request: HttpRequest) -> HttpResponse:
 
 
 def _write(request: HttpRequest) -> None:
-    ProviderCall.objects.create(provider="test", mode="test", payload={},
-                                idempotency_key=request.headers.get("Idempotency-Key", ""))
+    ProviderCall.objects.create(
+        provider="test",
+        mode="test",
+        payload={},
+        idempotency_key=request.headers.get("Idempotency-Key", ""),
+    )
 
 
 @csrf_exempt

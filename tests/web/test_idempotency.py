@@ -31,8 +31,9 @@ def _key() -> str:
 
 def _post(client: Client, path: str, body: dict, key: str | None):
     headers = {"Idempotency-Key": key} if key is not None else {}
-    return client.post(path, data=json.dumps(body), content_type="application/json",
-                       headers=headers)
+    return client.post(
+        path, data=json.dumps(body), content_type="application/json", headers=headers
+    )
 
 
 # --- Statuses --------------------------------------------------------------------
@@ -129,8 +130,9 @@ def test_it_does_not_store_an_exception_and_rolls_back_the_views_writes():
 def _abandoned_claim(path: str, body: dict, key: str, age: timedelta) -> None:
     """What a request whose process died mid-view leaves behind: its claim only."""
     request = RequestFactory().post(path, data=json.dumps(body), content_type="application/json")
-    IdempotencyRecord.objects.create(scope="test-ledgered", key=key,
-                                     fingerprint=request_fingerprint(request))
+    IdempotencyRecord.objects.create(
+        scope="test-ledgered", key=key, fingerprint=request_fingerprint(request)
+    )
     _age(key, age)
 
 
@@ -156,12 +158,18 @@ def test_it_commits_once_when_a_slow_request_is_taken_over(live_server, settings
     url = f"{live_server.url}/test/ledgered"
     body = {"pause": 1.0}
     first: list[httpx.Response] = []
-    slow = threading.Thread(target=lambda: first.append(
-        httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)))
+    slow = threading.Thread(
+        target=lambda: first.append(
+            httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
+        )
+    )
     slow.start()
-    wait_for(lambda: IdempotencyRecord.objects.filter(
-        key=key, created_at__lt=timezone.now() - timedelta(seconds=0.3)).exists(),
-        message="the first request to outlive the lock timeout")
+    wait_for(
+        lambda: IdempotencyRecord.objects.filter(
+            key=key, created_at__lt=timezone.now() - timedelta(seconds=0.3)
+        ).exists(),
+        message="the first request to outlive the lock timeout",
+    )
     second = httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
     slow.join(timeout=30)
 
@@ -177,11 +185,18 @@ def test_it_answers_409_while_the_first_request_is_in_flight(live_server):
     url = f"{live_server.url}/test/charge"
     body = {"amount": 5, "pause": 2.0}
     first: list[httpx.Response] = []
-    slow = threading.Thread(target=lambda: first.append(
-        httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)))
+    slow = threading.Thread(
+        target=lambda: first.append(
+            httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
+        )
+    )
     slow.start()
-    wait_for(lambda: IdempotencyRecord.objects.filter(
-        key=key, state=IdempotencyRecord.State.IN_FLIGHT).exists(), message="the first request")
+    wait_for(
+        lambda: IdempotencyRecord.objects.filter(
+            key=key, state=IdempotencyRecord.State.IN_FLIGHT
+        ).exists(),
+        message="the first request",
+    )
     concurrent = httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
     slow.join(timeout=30)
 
@@ -214,9 +229,7 @@ def test_it_executes_fifty_concurrent_requests_with_one_key_once(live_server):
         responses = list(pool.map(send, range(50)))
 
     assert EXECUTIONS[key] == 1
-    statuses = Counter(
-        (r.status_code, r.headers.get("Idempotent-Replayed")) for r in responses
-    )
+    statuses = Counter((r.status_code, r.headers.get("Idempotent-Replayed")) for r in responses)
     assert statuses[(201, None)] == 1, statuses
     assert statuses[(409, None)] >= 1, "the requests must overlap"
     assert set(statuses) <= {(201, None), (409, None), (201, "true")}, statuses
