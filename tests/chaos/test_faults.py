@@ -259,6 +259,24 @@ def test_it_loses_no_run_when_redis_restarts_mid_runs(faults, private_redis):
     _assert_same_effects(run_ids, baseline)
 
 
+def test_it_starts_runs_while_redis_is_down_and_finishes_them_later(faults, private_redis):
+    faults.worker()
+    faults.beat()
+    baseline = _uninterrupted("refund-bot", REFUND)
+    private_redis.stop()
+    began = time.monotonic()
+    run_ids = [start_run("refund-bot", REFUND, run_id=f"down-{n}")[0].id for n in range(3)]
+    took = time.monotonic() - began
+
+    assert took < 15, f"starting 3 runs with Redis down took {took:.1f}s"
+    assert set(Run.objects.filter(pk__in=run_ids).values_list("status", flat=True)) == {
+        Run.Status.QUEUED
+    }
+    private_redis.start()
+    wait_for(lambda: _all_finished(run_ids), timeout=120, message="every run to finish")
+    _assert_same_effects(run_ids, baseline)
+
+
 # --- Postgres connections killed while a result commits -------------------------
 
 
