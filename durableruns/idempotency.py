@@ -21,6 +21,15 @@ DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL seconds (default 1 hour); a request that
 meets an expired record of its own key deletes it first, so retention holds
 even between prunes.
 Server errors (5xx) and exceptions are not stored, so the client may retry them.
+
+The view's database writes and the stored response commit in one transaction
+(an exception rolls both back). So a request whose process died half-way leaves
+only its in-flight claim: once that is older than DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT
+seconds (default 120, longer than any request may take), a retry with the same
+request takes it over and executes. Should the first request still be running,
+its completion finds the claim moved, rolls back and answers 409, so the writes
+commit once. Effects outside the database (an SMTP send) cannot be rolled back:
+such a view should itself be idempotent or keep its lock timeout generous.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
@@ -40,8 +50,15 @@ from .models import IdempotencyRecord
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
+DEFAULT_LOCK_TIMEOUT = 120.0
 
 View = Callable[..., HttpResponse]
+
+
+def lock_timeout() -> timedelta:
+    return timedelta(
+        seconds=getattr(settings, "DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
+    )
 
 
 def retention() -> timedelta:
@@ -81,6 +98,10 @@ def idempotent(scope: str, *, required: bool = True) -> Callable[[View], View]:
     return decorate
 
 
+class _Superseded(Exception):
+    """Rolls back a request whose claim was taken over while it ran."""
+
+
 def _handle(view: View, scope: str, key: str, request: HttpRequest, *args: object,
             **kwargs: object) -> HttpResponse:
     fingerprint = request_fingerprint(request)
@@ -88,20 +109,44 @@ def _handle(view: View, scope: str, key: str, request: HttpRequest, *args: objec
     if not claimed:
         return _answer_repeat(record, fingerprint)
     try:
-        response = view(request, *args, **kwargs)
+        # The view's writes and the stored response commit together: a request that
+        # dies half-way leaves only its claim, which a retry may take over later.
+        with transaction.atomic():
+            response = view(request, *args, **kwargs)
+            if _storable(response) and not _complete(record, response):
+                raise _Superseded
+    except _Superseded:
+        return _in_flight()
     except BaseException:
-        record.delete()
+        _unclaim(record)
         raise
-    if response.status_code >= 500 or getattr(response, "streaming", False):
-        record.delete()
-        return response
-    record.state = IdempotencyRecord.State.COMPLETED
-    record.response_status = response.status_code
-    record.response_body = response.content
-    record.response_content_type = response.get("Content-Type", "")
-    record.save(update_fields=["state", "response_status", "response_body",
-                               "response_content_type"])
+    if not _storable(response):
+        _unclaim(record)  # a server error is not the answer: the client may retry
     return response
+
+
+def _storable(response: HttpResponse) -> bool:
+    return response.status_code < 500 and not getattr(response, "streaming", False)
+
+
+def _complete(record: IdempotencyRecord, response: HttpResponse) -> bool:
+    """Store the response if this request still holds the claim (nobody took it over)."""
+    return bool(_claimed_by(record).update(
+        state=IdempotencyRecord.State.COMPLETED, response_status=response.status_code,
+        response_body=response.content,
+        response_content_type=response.get("Content-Type", ""),
+    ))
+
+
+def _unclaim(record: IdempotencyRecord) -> None:
+    _claimed_by(record).delete()
+
+
+def _claimed_by(record: IdempotencyRecord) -> QuerySet[IdempotencyRecord]:
+    # created_at is the claim's token: a takeover moves it.
+    return IdempotencyRecord.objects.filter(
+        pk=record.pk, created_at=record.created_at, state=IdempotencyRecord.State.IN_FLIGHT
+    )
 
 
 def _claim(scope: str, key: str, fingerprint: str) -> tuple[IdempotencyRecord, bool]:
@@ -118,16 +163,38 @@ def _claim(scope: str, key: str, fingerprint: str) -> tuple[IdempotencyRecord, b
         existing = IdempotencyRecord.objects.filter(scope=scope, key=key).first()
         if existing is None:  # deleted between our insert and read: the first one failed
             return _claim(scope, key, fingerprint)
+        if existing.fingerprint == fingerprint and _take_over(existing):
+            return existing, True
         return existing, False
+
+
+def _take_over(record: IdempotencyRecord) -> bool:
+    """Claim a request left in flight longer than the lock timeout (its process died).
+
+    Safe because the abandoned request's writes commit only with its response: if it
+    is in fact still running, its completion finds the claim moved and rolls back."""
+    if record.state != IdempotencyRecord.State.IN_FLIGHT:
+        return False
+    if record.created_at >= timezone.now() - lock_timeout():
+        return False
+    now = timezone.now()
+    if not _claimed_by(record).update(created_at=now):
+        return False  # another retry took it first
+    record.created_at = now
+    return True
+
+
+def _in_flight() -> HttpResponse:
+    response = _problem(409, "a request with this Idempotency-Key is still in progress")
+    response["Retry-After"] = "1"
+    return response
 
 
 def _answer_repeat(record: IdempotencyRecord, fingerprint: str) -> HttpResponse:
     if record.fingerprint != fingerprint:
         return _problem(422, "this Idempotency-Key was used with a different request")
     if record.state == IdempotencyRecord.State.IN_FLIGHT:
-        response = _problem(409, "a request with this Idempotency-Key is still in progress")
-        response["Retry-After"] = "1"
-        return response
+        return _in_flight()
     response = HttpResponse(bytes(record.response_body or b""), status=record.response_status,
                             content_type=record.response_content_type)
     response["Idempotent-Replayed"] = "true"

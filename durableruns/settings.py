@@ -178,6 +178,8 @@ DURABLERUNS_MAX_PAYLOAD_BYTES = int(os.environ.get("DURABLERUNS_MAX_PAYLOAD_BYTE
 # long (7 days, longer than any run's time budget), pruned by beat every interval.
 DURABLERUNS_IDEMPOTENCY_RETENTION = _env_float("DURABLERUNS_IDEMPOTENCY_RETENTION", 7 * 24 * 3600)
 DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL = _env_float("DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL", 3600)
+# An in-flight Idempotency-Key older than this is taken to be abandoned (its process died).
+DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT = _env_float("DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT", 120)
 DURABLERUNS_REDACT_KEYS = _env_list(
     "DURABLERUNS_REDACT_KEYS",
     "password,passwd,secret,api_key,apikey,token,access_token,refresh_token,"

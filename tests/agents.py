@@ -44,8 +44,9 @@ def slow_bot(run: dr.Run, task: dict) -> dict:
     """
     pids = []
     for position in range(int(task.get("steps", 3))):
-        done = run.step(f"work-{position}", _work, task["ledger"], position,
-                        float(task.get("seconds", 0.5)))
+        done = run.step(
+            f"work-{position}", _work, task["ledger"], position, float(task.get("seconds", 0.5))
+        )
         pids.append(done["pid"])
     if task.get("refund"):
         tool = tools.REFUND_TOOLS[task["refund"]]
@@ -69,8 +70,13 @@ def slow_refund_bot(run: dr.Run, task: dict) -> dict:
     Input: {"order_id": "A-1001", "pause": 0.4}
     """
     order = run.call(tools.lookup_order, order_id=task["order_id"])
-    receipt = run.call(slow_refund, order_id=order["id"], cents=order["cents"],
-                       pause=float(task.get("pause", 0.4)))
-    run.call(tools.send_email, to=order["customer"], subject=f"Refund for {order['id']}",
-             body=f"Refunded ({receipt['refund_id']}).")
+    receipt = run.call(
+        slow_refund, order_id=order["id"], cents=order["cents"], pause=float(task.get("pause", 0.4))
+    )
+    run.call(
+        tools.send_email,
+        to=order["customer"],
+        subject=f"Refund for {order['id']}",
+        body=f"Refunded ({receipt['refund_id']}).",
+    )
     return {"refund_id": receipt["refund_id"]}

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -53,8 +53,8 @@ def advance(run_id: str) -> str:
 
 
 def _drive(lease: store.Lease) -> str:
-    record = RunRecord.objects.get(pk=lease.run_id)
     try:
+        record = RunRecord.objects.get(pk=lease.run_id)
         agent = registry.get_agent(record.agent, record.agent_version)
         history = store.load_history(record.id)
         context = Run(
@@ -76,6 +76,10 @@ def _drive(lease: store.Lease) -> str:
         return "lease-lost"
     except RunStopped as exc:
         return _stop(lease, exc, locals().get("context"))
+    except (OperationalError, InterfaceError) as exc:
+        # A read lost its connection, timed out or deadlocked: the database's
+        # trouble, not the run's (step and tool errors never get here).
+        raise StoreUnavailable(f"run {lease.run_id}: database error ({exc})") from None
     except Exception as exc:
         return _fail(lease, describe(exc, with_traceback=True), locals().get("context"))
 

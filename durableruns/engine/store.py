@@ -124,10 +124,11 @@ def renew_lease(lease: Lease) -> bool:
 
 def release(lease: Lease, status: str, **fields: Any) -> bool:
     """Leave the run in `status`, giving up the lease; False if the lease was lost."""
+    held = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner)
     with _confirmed(lease):
-        updated = Run.objects.filter(
-            pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner
-        ).update(status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields)
+        updated = held.update(
+            status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields
+        )
     if not updated:
         lease.lost = True
         log.warning("run %s: lease lost before release to %s", lease.run_id, status)

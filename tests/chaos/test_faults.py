@@ -68,9 +68,22 @@ class PrivateRedis:
     def start(self) -> None:
         log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         wait_for(self.answers, timeout=10, message="the private redis-server")
 
@@ -132,8 +145,9 @@ def _fence(run_id: str) -> int:
 
 def _executions(run_id: str) -> Counter:
     """Real provider executions per step and tool (arguments may embed run ids)."""
-    rows = ProviderCall.objects.filter(idempotency_key__startswith=f"{run_id}:",
-                                       outcome=ProviderCall.Outcome.EXECUTED)
+    rows = ProviderCall.objects.filter(
+        idempotency_key__startswith=f"{run_id}:", outcome=ProviderCall.Outcome.EXECUTED
+    )
     keys = rows.values_list("idempotency_key", flat=True)
     return Counter(":".join(key.split(":")[1:3]) for key in keys)
 
@@ -152,8 +166,12 @@ def _uninterrupted(agent: str, run_input: dict, run_id: str = "baseline") -> Cou
 
 def _assert_checkpointed_once(run_id: str) -> None:
     """Every position holds exactly one step, positions 0..n-1, and n steps were used."""
-    per_position = (Step.objects.filter(run_id=run_id).values("position")
-                    .annotate(n=Count("id")).order_by("position"))
+    per_position = (
+        Step.objects.filter(run_id=run_id)
+        .values("position")
+        .annotate(n=Count("id"))
+        .order_by("position")
+    )
     positions = [row["position"] for row in per_position]
     assert all(row["n"] == 1 for row in per_position), list(per_position)
     assert positions == list(range(len(positions)))
@@ -206,8 +224,10 @@ def test_it_loses_no_run_when_redis_is_flushed_mid_runs(faults, private_redis):
     faults.beat()
     baseline = _uninterrupted("refund-bot", REFUND)
     run_ids = [start_run("refund-bot", REFUND, run_id=f"flush-{n}")[0].id for n in range(20)]
-    wait_for(lambda: Step.objects.filter(run_id__in=run_ids).count() >= 8,
-             message="the runs to get going")
+    wait_for(
+        lambda: Step.objects.filter(run_id__in=run_ids).count() >= 8,
+        message="the runs to get going",
+    )
     in_flight = _unfinished(run_ids)
     private_redis.client().flushall()
 
@@ -224,14 +244,35 @@ def test_it_loses_no_run_when_redis_restarts_mid_runs(faults, private_redis):
     faults.beat()
     baseline = _uninterrupted("refund-bot", REFUND)
     run_ids = [start_run("refund-bot", REFUND, run_id=f"restart-{n}")[0].id for n in range(12)]
-    wait_for(lambda: Step.objects.filter(run_id__in=run_ids).count() >= 5,
-             message="the runs to get going")
+    wait_for(
+        lambda: Step.objects.filter(run_id__in=run_ids).count() >= 5,
+        message="the runs to get going",
+    )
     in_flight = _unfinished(run_ids)
+    before = private_redis.client().info("server")["run_id"]
     private_redis.stop()  # SIGKILL: no save, everything queued in Redis is gone
     private_redis.start()
 
     assert in_flight >= 3, "the restart must hit runs that had not finished"
-    assert private_redis.client().dbsize() == 0
+    assert private_redis.client().info("server")["run_id"] != before, "a new Redis process"
+    wait_for(lambda: _all_finished(run_ids), timeout=120, message="every run to finish")
+    _assert_same_effects(run_ids, baseline)
+
+
+def test_it_starts_runs_while_redis_is_down_and_finishes_them_later(faults, private_redis):
+    faults.worker()
+    faults.beat()
+    baseline = _uninterrupted("refund-bot", REFUND)
+    private_redis.stop()
+    began = time.monotonic()
+    run_ids = [start_run("refund-bot", REFUND, run_id=f"down-{n}")[0].id for n in range(3)]
+    took = time.monotonic() - began
+
+    assert took < 15, f"starting 3 runs with Redis down took {took:.1f}s"
+    assert set(Run.objects.filter(pk__in=run_ids).values_list("status", flat=True)) == {
+        Run.Status.QUEUED
+    }
+    private_redis.start()
     wait_for(lambda: _all_finished(run_ids), timeout=120, message="every run to finish")
     _assert_same_effects(run_ids, baseline)
 
@@ -242,7 +283,10 @@ def test_it_loses_no_run_when_redis_restarts_mid_runs(faults, private_redis):
 def _dsn() -> str:
     db = connection.settings_dict
     return psycopg.conninfo.make_conninfo(
-        dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"],
+        dbname=db["NAME"],
+        user=db["USER"],
+        host=db["HOST"],
+        port=db["PORT"],
         password=db["PASSWORD"] or None,
     )
 
@@ -255,8 +299,9 @@ _BLOCKED_RESULT_COMMIT = """
 """
 
 
-def _kill_during_result_commit(admin: psycopg.Connection, killed: set[str],
-                               run_ids: list[str]) -> None:
+def _kill_during_result_commit(
+    admin: psycopg.Connection, killed: set[str], run_ids: list[str]
+) -> None:
     """Hold an in-flight effect row locked until its worker blocks committing the
     result, then terminate that worker's backend in the middle of the commit."""
     with psycopg.connect(_dsn()) as locker:
@@ -268,8 +313,11 @@ def _kill_during_result_commit(admin: psycopg.Connection, killed: set[str],
         ).fetchone()
         if row is None:
             return
-        blocked = wait_for(lambda: admin.execute(_BLOCKED_RESULT_COMMIT, (WORKER_APP,)).fetchall(),
-                           timeout=10, message="a worker blocked in its result commit")
+        blocked = wait_for(
+            lambda: admin.execute(_BLOCKED_RESULT_COMMIT, (WORKER_APP,)).fetchall(),
+            timeout=10,
+            message="a worker blocked in its result commit",
+        )
         for (pid,) in blocked:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         killed.add(row[0])
@@ -282,8 +330,9 @@ def test_it_finishes_runs_whose_result_commit_lost_its_connection(faults):
     faults.beat()
     run_input = {"order_id": "A-1001", "pause": 0.3}
     baseline = _uninterrupted("slow-refund-bot", run_input)
-    run_ids = [start_run("slow-refund-bot", run_input, run_id=f"pgkill-{n}")[0].id
-               for n in range(6)]
+    run_ids = [
+        start_run("slow-refund-bot", run_input, run_id=f"pgkill-{n}")[0].id for n in range(6)
+    ]
     killed: set[str] = set()
     deadline = time.monotonic() + 90
     with psycopg.connect(_dsn(), autocommit=True) as admin:
@@ -292,6 +341,42 @@ def test_it_finishes_runs_whose_result_commit_lost_its_connection(faults):
 
     assert len(killed) >= 3, f"only {len(killed)} result commits were interrupted"
     wait_for(lambda: _all_finished(run_ids), timeout=60, message="every run to finish")
+    _assert_same_effects(run_ids, baseline)
+
+
+_ACTIVE_WORKER_BACKENDS = """
+    SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid()
+      AND application_name = %s AND state IN ('active', 'idle in transaction')
+"""
+
+
+def test_it_finishes_runs_whose_worker_connections_keep_dying(faults):
+    faults.worker()
+    faults.worker()
+    faults.beat()
+    baseline = _uninterrupted("refund-bot", REFUND)
+    run_ids = [start_run("refund-bot", REFUND, run_id=f"pgchurn-{n}")[0].id for n in range(10)]
+    kills = 0
+    deadline = time.monotonic() + 60
+    with psycopg.connect(_dsn(), autocommit=True) as admin:
+        while kills < 30 and not _all_finished(run_ids) and time.monotonic() < deadline:
+            busy = wait_for(
+                lambda: (
+                    admin.execute(_ACTIVE_WORKER_BACKENDS, (WORKER_APP,)).fetchall()
+                    or _all_finished(run_ids)
+                ),
+                interval=0.005,
+                timeout=30,
+                message="a worker backend in the middle of a statement",
+            )
+            for (pid,) in busy if isinstance(busy, list) else []:
+                kills += admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+
+    assert kills >= 10, f"only {kills} worker connections were killed"
+    wait_for(lambda: _all_finished(run_ids), timeout=90, message="every run to finish")
+    # Effects are exactly-once; a model reply whose checkpoint died with its connection
+    # is at-least-once (the call happened, its record did not), so it is not counted.
     _assert_same_effects(run_ids, baseline)
 
 
@@ -313,8 +398,10 @@ def test_it_executes_a_run_enqueued_five_times_at_once_once(faults):
         advance_run.apply_async(("five",))
 
     wait_for(lambda: _all_finished(["five"]), message="the run to finish")
-    wait_for(lambda: _turned_away(faults) - skipped_before == 4,
-             message="the four extra doorbells to be turned away")
+    wait_for(
+        lambda: _turned_away(faults) - skipped_before == 4,
+        message="the four extra doorbells to be turned away",
+    )
     assert _fence("five") == 1, "exactly one lease was ever taken"
     _assert_same_effects(["five"], baseline)
     assert _model_calls("five") == _model_calls("baseline")
@@ -326,8 +413,9 @@ def test_it_never_lets_two_workers_execute_the_same_step(faults, tmp_path):
     wait_for(lambda: all(_ready(faults, w) for w in workers), message="both workers")
     ledger = tmp_path / "ledger"
     steps = 6
-    start_run("slow-bot", {"ledger": str(ledger), "steps": steps, "seconds": 0.3},
-              run_id="contended")
+    start_run(
+        "slow-bot", {"ledger": str(ledger), "steps": steps, "seconds": 0.3}, run_id="contended"
+    )
     for _ in range(10):
         advance_run.apply_async(("contended",))
     wait_for(lambda: _executors(ledger, 2), message="the run to reach its third step")
@@ -345,8 +433,9 @@ def test_it_rejects_a_paused_workers_late_writes(faults, tmp_path):
     workers = [faults.worker(), faults.worker()]
     faults.beat()
     task = {"steps": 2, "seconds": 1.0, "refund": "none"}
-    baseline = _uninterrupted("slow-bot", {**task, "seconds": 0.05,
-                                           "ledger": str(tmp_path / "baseline")})
+    baseline = _uninterrupted(
+        "slow-bot", {**task, "seconds": 0.05, "ledger": str(tmp_path / "baseline")}
+    )
     ledger = tmp_path / "ledger"
     start_run("slow-bot", {**task, "ledger": str(ledger)}, run_id="paused")
     zombie_pid = wait_for(lambda: _executors(ledger, 0), message="the first step")[0]
@@ -378,30 +467,43 @@ def test_it_picks_up_an_expired_lease_within_ttl_plus_sweep_interval(faults, tmp
     faults.beat()
     wait_for(lambda: all(_ready(faults, w) for w in workers), message="every worker")
     ledger = tmp_path / "ledger"
-    start_run("slow-bot", {"ledger": str(ledger), "steps": 3 * kills, "seconds": 0.25},
-              run_id="swept")
+    start_run(
+        "slow-bot", {"ledger": str(ledger), "steps": 3 * kills, "seconds": 0.25}, run_id="swept"
+    )
     pickups, resumes = [], []
     for _ in range(kills):
         seen = len(_ledger(ledger))
-        executor = wait_for(lambda n=seen: [pid for event, _, pid, _ in _ledger(ledger)[n:]
-                                            if event == "start"], message="a step to start")[0]
+        executor = wait_for(
+            lambda n=seen: [pid for event, _, pid, _ in _ledger(ledger)[n:] if event == "start"],
+            message="a step to start",
+        )[0]
         fence = _fence("swept")
         killed_at, killed_wall = time.monotonic(), time.time()
         faults.kill(_worker_by_pid(faults, executor))
-        wait_for(lambda f=fence: _fence("swept") > f, interval=0.01, timeout=15,
-                 message="the sweeper to hand the run to another worker")
+        wait_for(
+            lambda f=fence: _fence("swept") > f,
+            interval=0.01,
+            timeout=15,
+            message="the sweeper to hand the run to another worker",
+        )
         pickups.append(time.monotonic() - killed_at)
         resumed = wait_for(
-            lambda dead=executor, t=killed_wall: [at for event, _, pid, at in _ledger(ledger)
-                                                  if event == "start" and pid != dead and at > t],
-            interval=0.01, message="the next step to start",
+            lambda dead=executor, t=killed_wall: [
+                at
+                for event, _, pid, at in _ledger(ledger)
+                if event == "start" and pid != dead and at > t
+            ],
+            interval=0.01,
+            message="the next step to start",
         )
         resumes.append(resumed[0] - killed_wall)
 
     bound = TEST_LEASE_TTL + TEST_SWEEP_INTERVAL
-    print(f"\nsweeper pick-up after SIGKILL (lease TTL {TEST_LEASE_TTL}s, sweep every "
-          f"{TEST_SWEEP_INTERVAL}s, bound {bound}s): pick-up {_figures(pickups)}; "
-          f"next step started {_figures(resumes)}")
+    print(
+        f"\nsweeper pick-up after SIGKILL (lease TTL {TEST_LEASE_TTL}s, sweep every "
+        f"{TEST_SWEEP_INTERVAL}s, bound {bound}s): pick-up {_figures(pickups)}; "
+        f"next step started {_figures(resumes)}"
+    )
     assert max(pickups) < bound + 0.5, pickups
     wait_for(lambda: _all_finished(["swept"]), timeout=60, message="the run to finish")
     assert _status("swept") == Run.Status.SUCCEEDED
@@ -411,6 +513,7 @@ def test_it_picks_up_an_expired_lease_within_ttl_plus_sweep_interval(faults, tmp
 def _figures(seconds: list[float]) -> str:
     ordered = sorted(seconds)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return (f"median {statistics.median(ordered):.2f}s, p95 {p95:.2f}s, max {ordered[-1]:.2f}s "
-            f"over {len(ordered)} kills ({', '.join(f'{s:.2f}' for s in seconds)})")
-
+    return (
+        f"median {statistics.median(ordered):.2f}s, p95 {p95:.2f}s, max {ordered[-1]:.2f}s "
+        f"over {len(ordered)} kills ({', '.join(f'{s:.2f}' for s in seconds)})"
+    )

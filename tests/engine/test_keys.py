@@ -28,8 +28,9 @@ scalars = (
 )
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(), children,
-                                                                      max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
+    ),
     max_leaves=30,
 )
 arguments = st.dictionaries(st.text(min_size=1, max_size=20), json_values, max_size=6)
@@ -70,16 +71,21 @@ def test_it_gives_equal_keys_in_another_process(calls):
     # The child reads every dict in reverse insertion order and hashes with another seed.
     child = subprocess.run(
         [sys.executable, "-c", _KEYS_IN_A_CHILD],
-        input=json.dumps([_reordered(args) for args in calls]), capture_output=True, text=True,
-        cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True,
+        input=json.dumps([_reordered(args) for args in calls]),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        check=True,
     )
     assert json.loads(child.stdout) == [_key(args) for args in calls]
 
 
 @given(arguments)
 def test_it_treats_tuples_as_lists(args):
-    as_tuples = {key: tuple(value) if isinstance(value, list) else value
-                 for key, value in args.items()}
+    as_tuples = {
+        key: tuple(value) if isinstance(value, list) else value for key, value in args.items()
+    }
     assert _key(as_tuples) == _key(args)
 
 
@@ -95,8 +101,17 @@ def test_it_gives_different_keys_for_different_arguments(first, second):
 
 @pytest.mark.parametrize(
     ("first", "second"),
-    [(1, 1.0), (1, True), (0, False), (1, "1"), (None, "null"), ([], {}), ("", None),
-     ([1, 2], [2, 1]), ("é", "e\u0301")],
+    [
+        (1, 1.0),
+        (1, True),
+        (0, False),
+        (1, "1"),
+        (None, "null"),
+        ([], {}),
+        ("", None),
+        ([1, 2], [2, 1]),
+        ("é", "e\u0301"),
+    ],
 )
 def test_it_gives_different_keys_for_values_json_tells_apart(first, second):
     assert _key({"value": first}) != _key({"value": second})

@@ -13,6 +13,7 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from durableruns.demo.models import ProviderCall
 from durableruns.idempotency import idempotent
 
 # What each view really did, per Idempotency-Key (the live server runs in threads).
@@ -56,10 +57,33 @@ def flaky(request: HttpRequest) -> HttpResponse:
 @require_POST
 @idempotent(scope="test-exploding")
 def exploding(request: HttpRequest) -> HttpResponse:
-    """Raises on its first execution of each key."""
+    """Writes a row, then raises on its first execution of each key."""
+    _write(request)
     if _executed(request) == 1:
         raise RuntimeError("the view crashed")
     return JsonResponse({"ok": True}, status=201)
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+@idempotent(scope="test-ledgered")
+def ledgered(request: HttpRequest) -> HttpResponse:
+    """Writes its effect to the database, then lingers for `pause` seconds."""
+    body = json.loads(request.body or b"{}")
+    _write(request)
+    _executed(request)
+    time.sleep(float(body.get("pause", 0)))
+    return JsonResponse({"ok": True}, status=201)
+
+
+def _write(request: HttpRequest) -> None:
+    ProviderCall.objects.create(
+        provider="test",
+        mode="test",
+        payload={},
+        idempotency_key=request.headers.get("Idempotency-Key", ""),
+    )
 
 
 @csrf_exempt
@@ -75,5 +99,6 @@ urlpatterns = [
     path("test/flaky", flaky),
     path("test/exploding", exploding),
     path("test/optional", optional),
+    path("test/ledgered", ledgered),
     path("", include("durableruns.urls")),
 ]
