@@ -66,7 +66,8 @@ def decide_approval(request: HttpRequest, pk: int) -> HttpResponse:
 def _answer(request: HttpRequest, approval: Approval, *, notice: str,
             level: int = messages.SUCCESS) -> HttpResponse:
     if request.htmx:
-        return _card(request, approval, notice=notice)
+        tag = messages.DEFAULT_TAGS.get(level, "info")
+        return _card(request, approval, notice=notice, notice_tag=tag)
     messages.add_message(request, level, notice)
     return redirect(_back(request))
 
