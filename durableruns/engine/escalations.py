@@ -70,9 +70,9 @@ def resolve(effect: Effect, resolution: str, *, user: Any, result: Any = None,
         raise PermissionDenied(f"resolving an escalation needs {roles.OPERATE_RUNS}")
     stored = _checked_result(resolution, result)
     with transaction.atomic():
-        current = Effect.objects.select_for_update().select_related("resolved_by").get(
-            pk=effect.pk
-        )
+        current = Effect.objects.select_for_update(of=("self",)).select_related(
+            "resolved_by"
+        ).get(pk=effect.pk)
         if current.state != Effect.State.UNKNOWN:
             if current.resolution:
                 return _repeated(current, resolution, stored)

@@ -105,6 +105,8 @@ def _fail(lease: store.Lease, error: dict[str, Any], context: Run | None = None)
         lease, Status.FAILED, error=store.normalise(_redacted(error)), finished_at=Now(),
         **_progress(context),
     )
+    # A failed run has finished too: crashtest arms this point for agents that fail.
+    crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id)
     return "failed" if released else "lease-lost"
 
 

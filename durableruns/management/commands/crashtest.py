@@ -21,8 +21,11 @@ class Command(BaseCommand):
         parser.add_argument("--input", default="{}", help="the run input, a JSON object")
         parser.add_argument("--workers", type=int, default=defaults.workers,
                             help=f"worker processes (default {defaults.workers})")
+        parser.add_argument("--pool", choices=crashtest.POOLS, default=defaults.pool,
+                            help="solo: a crash kills the whole worker (default); prefork: "
+                                 "it kills the pool process, which Celery replaces at once")
         parser.add_argument("--parallel", type=int,
-                            help="runs in flight at once (default 3 per worker)")
+                            help="runs in flight at once (default 2 per worker)")
         parser.add_argument("--lease-ttl", type=float, default=defaults.lease_ttl,
                             help=f"workers' lease TTL, seconds (default {defaults.lease_ttl:g})")
         parser.add_argument("--sweep-interval", type=float, default=defaults.sweep_interval,
@@ -36,7 +39,8 @@ class Command(BaseCommand):
         if int(options["workers"]) < 1:
             raise CommandError("--workers must be at least 1")
         settings = Options(
-            workers=int(options["workers"]), lease_ttl=float(options["lease_ttl"]),
+            workers=int(options["workers"]), pool=str(options["pool"]),
+            lease_ttl=float(options["lease_ttl"]),
             sweep_interval=float(options["sweep_interval"]), parallel=options["parallel"],
             run_timeout=float(options["run_timeout"]),
             ignore_results=bool(options["ignore_results"]),
