@@ -25,3 +25,12 @@ def api_agent(run: dr.Run, task: dict) -> dict:
     note = run.call(t_api_note, text=first)
     last = run.step("finish", _shout, note["noted"] + "!")
     return {"said": last}
+
+
+@dr.agent("t-api-gate", version="1", max_steps=10)
+def gated_agent(run: dr.Run, task: dict) -> dict:
+    decision = run.approval("send-it", summary="Send the note?", payload={"text": "hi"})
+    if not decision.approved:
+        return {"sent": False}
+    run.call(t_api_note, text="approved")
+    return {"sent": True}

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from durableruns.engine import doorbell, executor
 from durableruns.engine.runs import start_run
-from durableruns.models import Run
+from durableruns.models import Effect, Run
 from tests.api import agents
 
 
@@ -46,6 +46,24 @@ def broken(db) -> Run:
         status=Run.Status.FAILED, error={"type": "PermanentError", "message": "boom"},
         max_steps=10, max_duration_seconds=60, finished_at=timezone.now(),
     )
+
+
+@pytest.fixture
+def gated(db) -> Run:
+    """A run waiting for a reviewer at its first step (approval id in `.approval`)."""
+    run, _ = start_run("t-api-gate", {}, run_id="gated")
+    assert executor.advance(run.id) == Run.Status.AWAITING_APPROVAL
+    run.approval = run.approvals.get()
+    return run
+
+
+@pytest.fixture
+def escalated(recorded) -> Effect:
+    """The recorded run's write, as if a crash had left its outcome unknown."""
+    Run.objects.filter(pk=recorded.pk).update(status=Run.Status.ESCALATED)
+    effect = recorded.effects.get()
+    Effect.objects.filter(pk=effect.pk).update(state=Effect.State.UNKNOWN, result=None)
+    return Effect.objects.get(pk=effect.pk)
 
 
 def client_for(user) -> Client:

@@ -10,7 +10,7 @@ from tests.api.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 
-VIEW, OPERATE = "view", "operate"
+VIEW, OPERATE, DECIDE = "view", "operate", "decide"
 # (method, path, body, what it needs, status when allowed)
 ENDPOINTS = [
     ("get", "/api/runs/", None, VIEW, 200),
@@ -25,11 +25,16 @@ ENDPOINTS = [
     ("post", "/api/runs/recorded/fork/", {"position": 1}, OPERATE, 201),
     ("get", "/api/runs/recorded/fork-preview/?position=1", None, OPERATE, 200),
     ("get", "/api/runs/recorded/replay/", None, OPERATE, 200),
+    ("get", "/api/runs/gated/approvals/", None, VIEW, 200),
+    ("get", "/api/approvals/", None, VIEW, 200),
+    ("get", "/api/approvals/{approval}/", None, VIEW, 200),
+    ("post", "/api/approvals/{approval}/decide/", {"decision": "approve"}, DECIDE, 200),
+    ("post", "/api/effects/{effect}/resolve/", {"resolution": "not_happened"}, OPERATE, 200),
 ]
 ALLOWED = {
-    "alice": {VIEW},
+    "alice": {VIEW, DECIDE},
     "bob": {VIEW, OPERATE},
-    "carol": {VIEW, OPERATE},
+    "carol": {VIEW, OPERATE, DECIDE},
     "dave": set(),
 }
 
@@ -41,8 +46,8 @@ def _request(client, method: str, path: str, body):
 
 
 @pytest.fixture
-def world(recorded, pending, broken):
-    return {"effect": recorded.effects.get().pk}
+def world(escalated, pending, broken, gated):
+    return {"effect": escalated.pk, "approval": gated.approval.pk}
 
 
 @pytest.mark.parametrize(("method", "path", "body", "needs", "ok"), ENDPOINTS,

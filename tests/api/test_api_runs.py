@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from durableruns.models import AuditEvent, Run
+from durableruns.engine import executor
+from durableruns.engine.runs import start_run
+from durableruns.models import AuditEvent, Effect, Run
 from tests.api import agents
 from tests.api.conftest import client_for
 
@@ -166,3 +170,26 @@ def test_it_dry_replays_a_run_and_executes_nothing(bob, recorded):
     assert [e["status"] for e in report["entries"]] == ["replayed"] * 3
     assert report["result"] == {"said": "HI!"}
     assert sum(agents.NOTES.values()) == notes
+
+
+def _more_rows(count: int, user) -> None:
+    """Finished runs with a resolved effect each, and runs waiting for an approval."""
+    for i in range(count):
+        run, _ = start_run("t-api", {"text": f"more {i}"}, run_id=f"more-{i}", user=user)
+        executor.advance(run.id)
+        gated, _ = start_run("t-api-gate", {}, run_id=f"gated-{i}", user=user)
+        executor.advance(gated.id)
+    Effect.objects.update(resolved_by=user)  # exercise the join to the resolver
+
+
+@pytest.mark.parametrize("path", ["/api/runs/", "/api/effects/", "/api/approvals/"])
+def test_a_page_costs_the_same_queries_for_few_or_many_rows(carol, path,
+                                                             django_assert_num_queries):
+    client = client_for(carol)
+    _more_rows(1, carol)
+    with CaptureQueriesContext(connection) as few:
+        client.get(path)
+    _more_rows(10, carol)
+    with django_assert_num_queries(len(few.captured_queries)):
+        page = client.get(path).json()
+    assert len(page["results"]) >= 10

@@ -89,3 +89,11 @@ def test_it_refuses_a_malformed_document(provider_url):
     broken["steps"][2]["kind"] = "teleport"
     with pytest.raises(ExportError, match=r"steps\[2\]: kind 'teleport'"):
         dry_replay(broken)
+
+
+def test_an_exported_run_replays_without_touching_the_database(provider_url):
+    doc = export_run(finished_run())
+    with CaptureQueriesContext(connection) as queries:
+        report = dry_replay(doc)
+    assert report.ok and report.replayed == 5
+    assert queries.captured_queries == []
