@@ -107,6 +107,7 @@ def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
 
 def _annotate(step: Step, record: Run) -> None:
     step.replays = step.replays_since(record)
+    step.duration_text = f"{step.duration_ms:.1f} ms"
     step.copied = bool(record.parent_id and record.fork_position is not None
                        and step.position < record.fork_position and not step.lease_number)
 
