@@ -82,13 +82,13 @@ class Options:
     pool: str = "solo"
     lease_ttl: float = 1.5
     sweep_interval: float = 0.5
-    parallel: int | None = None  # runs in flight at once; default 3 per worker
+    parallel: int | None = None  # runs in flight at once; default 2 per worker
     run_timeout: float = 60.0  # a run not finished or escalated by then is lost
     ignore_results: bool = False  # for agents whose model is not deterministic
 
     @property
     def in_flight(self) -> int:
-        return self.parallel or 3 * self.workers
+        return self.parallel or 2 * self.workers
 
 
 @dataclass
@@ -101,6 +101,7 @@ class Case:
     fired_at: float | None = None
     killed_pid: int | None = None
     fence_at_fire: int | None = None
+    rung_at: float | None = None  # the sweeper saw the expired lease and rang the run
     resumed_at: float | None = None
     done_at: float | None = None
     status: str = ""
@@ -112,9 +113,17 @@ class Case:
 
     @property
     def resume_seconds(self) -> float | None:
+        """SIGKILL to another worker holding the run's lease."""
         if self.fired_at is None or self.resumed_at is None:
             return None
         return max(self.resumed_at - self.fired_at, 0.0)
+
+    @property
+    def detect_seconds(self) -> float | None:
+        """SIGKILL to the sweeper ringing the run again (lease expiry + sweep interval)."""
+        if self.fired_at is None or self.rung_at is None or self.resumed_at is None:
+            return None
+        return max(self.rung_at - self.fired_at, 0.0)
 
     @property
     def failed(self) -> bool:
@@ -152,6 +161,9 @@ class Report:
 
     def resume_times(self) -> list[float]:
         return sorted(c.resume_seconds for c in self.cases if c.resume_seconds is not None)
+
+    def detect_times(self) -> list[float]:
+        return sorted(c.detect_seconds for c in self.cases if c.detect_seconds is not None)
 
     def write(self, out: TextIO) -> None:
         _write_report(self, out)
@@ -517,8 +529,9 @@ class Scheduler:
 
     def _observe(self, active: dict[str, Case]) -> None:
         now = time.time()
-        rows = Run.objects.filter(pk__in=list(active)).values_list("id", "status", "fence")
-        for run_id, status, fence in rows:
+        rows = Run.objects.filter(pk__in=list(active)).values_list(
+            "id", "status", "fence", "rang_at")
+        for run_id, status, fence, rang_at in rows:
             case = active[run_id]
             case.status = status
             if case.fired_at is None:
@@ -528,8 +541,11 @@ class Scheduler:
                     # so the fence seen now is the killed execution's.
                     case.fired_at, case.fence_at_fire = record["at"], fence
                     case.killed_pid = record["pid"]
-            elif case.resumed_at is None and fence > case.fence_at_fire:
-                case.resumed_at = now
+            elif case.resumed_at is None:
+                if rang_at is not None and rang_at.timestamp() > case.fired_at:
+                    case.rung_at = case.rung_at or rang_at.timestamp()  # database time
+                if fence > case.fence_at_fire:
+                    case.resumed_at = now
             if self._finished(case, status, now):
                 del active[run_id]
                 self.say(f"  {run_id}: {status}")
@@ -612,13 +628,22 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 
 def resume_summary(report: Report) -> str:
-    times = report.resume_times()
+    times, detected = report.resume_times(), report.detect_times()
     if not times:
         return "no run needed resuming"
-    return (f"time to resume after SIGKILL: median {statistics.median(times):.2f}s, "
-            f"p95 {_percentile(times, 0.95):.2f}s, max {times[-1]:.2f}s over {len(times)} runs "
-            f"(lease TTL {report.options.lease_ttl:g}s, sweep interval "
-            f"{report.options.sweep_interval:g}s)")
+    settings_used = (f"lease TTL {report.options.lease_ttl:g}s, sweep interval "
+                     f"{report.options.sweep_interval:g}s")
+    line = (f"time to resume after SIGKILL (another worker holds the lease): "
+            f"{_spread(times)} over {len(times)} runs ({settings_used})")
+    if detected:
+        line += (f"\n  of which lease expiry until the sweeper rang the run: {_spread(detected)};"
+                 " the rest is waiting for a free worker")
+    return line
+
+
+def _spread(values: list[float]) -> str:
+    return (f"median {statistics.median(values):.2f}s, p95 {_percentile(values, 0.95):.2f}s, "
+            f"max {values[-1]:.2f}s")
 
 
 def _write_report(report: Report, out: TextIO) -> None:

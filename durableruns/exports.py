@@ -14,9 +14,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 
+from .approvals import audit_trail
 from .engine.keys import fingerprint
 from .engine.runs import RUN_ID_PATTERN
-from .models import AuditEvent, Effect, Run, Step
+from .models import Approval, AuditEvent, Effect, Run, Step
 
 EXPORT_FORMAT = 1
 _RUN_FIELDS = ("id", "agent", "agent_version", "input", "status", "result", "error",
@@ -25,9 +26,11 @@ _RUN_FIELDS = ("id", "agent", "agent_version", "input", "status", "result", "err
                "retry_attempts", "last_error")
 _STEP_FIELDS = ("position", "step_id", "kind", "name", "tool", "fingerprint", "input", "result",
                 "error", "attempts", "schema_version")
+_APPROVAL_FIELDS = ("position", "name", "summary", "payload", "allowed", "schema", "guards",
+                    "four_eyes", "state", "decision", "decider_name", "comment",
+                    "edited_payload", "on_expiry")
 _EFFECT_FIELDS = ("position", "idempotency_key", "tool", "tool_kind", "fingerprint", "args",
                   "state", "result", "error", "attempts", "resolution", "note")
-_AUDIT_FIELDS = ("actor_name", "action", "target_type", "target_id", "before", "after")
 
 
 class ExportError(ValueError):
@@ -53,14 +56,19 @@ def export_run(run: Run) -> dict[str, Any]:
              **_times(effect, "started_at", "finished_at", "resolved_at")}
             for effect in run.effects.order_by("position")
         ],
-        # For reading only: the audit log is append-only and keeps its own times,
-        # so an import does not rewrite it into the other database.
-        "audit_events": [
-            {**model_to_dict(event, fields=_AUDIT_FIELDS), **_times(event, "created_at")}
-            for event in AuditEvent.objects.filter(target_type="run", target_id=run.id)
-            .order_by("created_at", "id")
+        "approvals": [
+            {**model_to_dict(approval, fields=_APPROVAL_FIELDS),
+             **_times(approval, "created_at", "decided_at", "expires_at")}
+            for approval in run.approvals.order_by("position")
         ],
+        "audit": [_audit_event(event) for event in audit_trail(run)],
     }
+
+
+def _audit_event(event: AuditEvent) -> dict[str, Any]:
+    return {"actor": event.actor_name, "action": event.action, "target_type": event.target_type,
+            "target_id": event.target_id, "before": event.before, "after": event.after,
+            **_times(event, "created_at")}
 
 
 # --- Reading a document back -----------------------------------------------------
@@ -128,6 +136,11 @@ def validate(doc: Any) -> dict[str, Any]:
         raise ExportError("document: field 'effects' must be list")
     for i, effect in enumerate(effects):
         _validate_effect(effect, i)
+    approvals = doc.get("approvals", [])
+    if not isinstance(approvals, list):
+        raise ExportError("document: field 'approvals' must be list")
+    for i, approval in enumerate(approvals):
+        _validate_approval(approval, i)
     return dict(doc)
 
 
@@ -160,6 +173,18 @@ def _validate_effect(effect: Any, index: int) -> None:
     _time(effect, "started_at", where)
 
 
+def _validate_approval(approval: Any, index: int) -> None:
+    where = f"approvals[{index}]"
+    if not isinstance(approval, Mapping):
+        raise ExportError(f"{where}: must be an object")
+    _require(approval, "position", int, where)
+    _require(approval, "name", str, where)
+    _choice(approval, "state", Approval.State, where)
+    _time(approval, "created_at", where, required=False)
+    _time(approval, "decided_at", where, required=False)
+    _time(approval, "expires_at", where, required=False)
+
+
 def _run_record(run: Mapping[str, Any]) -> Run:
     return Run(
         id=run["id"], agent=run["agent"], agent_version=run["agent_version"],
@@ -169,6 +194,8 @@ def _run_record(run: Mapping[str, Any]) -> Run:
         steps_used=int(run.get("steps_used") or 0), fork_position=run.get("fork_position"),
         sandbox=bool(run.get("sandbox", False)), tokens_in=int(run.get("tokens_in") or 0),
         tokens_out=int(run.get("tokens_out") or 0), last_error=run.get("last_error"),
+        fence=int(run.get("fence") or 0), retry_position=run.get("retry_position"),
+        retry_attempts=int(run.get("retry_attempts") or 0),
         started_at=_time(run, "started_at", "run", required=False),
         finished_at=_time(run, "finished_at", "run", required=False),
     )
@@ -199,6 +226,14 @@ def _effect_record(effect: Mapping[str, Any], run: Run) -> Effect:
     )
 
 
+def _approval_record(approval: Mapping[str, Any], run: Run) -> Approval:
+    # The decider is kept by name: user ids mean nothing in another database.
+    fields = {k: approval[k] for k in _APPROVAL_FIELDS if k in approval}
+    return Approval(run=run, **fields,
+                    decided_at=_time(approval, "decided_at", "approval", required=False),
+                    expires_at=_time(approval, "expires_at", "approval", required=False))
+
+
 def history_from_export(doc: Mapping[str, Any]) -> tuple[Run, dict[int, Step]]:
     """Unsaved run and step rows from a document, for a replay that writes nothing."""
     doc = validate(doc)
@@ -226,17 +261,39 @@ def import_run(doc: Any) -> tuple[Run, bool]:
         run.status = Run.Status.WAITING
     steps = [_step_record(s, run) for s in doc["steps"]]
     effects = [_effect_record(e, run) for e in doc.get("effects", [])]
+    approvals = [_approval_record(a, run) for a in doc.get("approvals", [])]
     try:
         with transaction.atomic():
             run.save(force_insert=True)
+            _keep_origin(run, doc["run"])
             Step.objects.bulk_create(steps)
             Effect.objects.bulk_create(effects)
+            _create_approvals(approvals, doc.get("approvals", []))
     except IntegrityError as exc:
         existing = Run.objects.filter(pk=run.id).first()
         if existing is not None:  # imported concurrently by someone else
             return _same_import(existing, run), False
         raise ExportError(f"cannot import run {run.id}: {exc}") from None
     return run, True
+
+
+def _create_approvals(approvals: list[Approval], exported: list[Mapping[str, Any]]) -> None:
+    for approval, source in zip(Approval.objects.bulk_create(approvals), exported, strict=True):
+        if created := _time(source, "created_at", "approval", required=False):
+            Approval.objects.filter(pk=approval.pk).update(created_at=created)
+
+
+def _keep_origin(run: Run, exported: Mapping[str, Any]) -> None:
+    """Keep when the run was created, and its parent when that run is here too."""
+    fields: dict[str, Any] = {}
+    if created := _time(exported, "created_at", "run", required=False):
+        fields["created_at"] = created
+    parent = exported.get("parent")
+    if isinstance(parent, str) and Run.objects.filter(pk=parent).exists():
+        fields["parent_id"] = parent
+    if fields:
+        Run.objects.filter(pk=run.pk).update(**fields)
+        run.refresh_from_db()
 
 
 def _same_import(existing: Run, run: Run) -> Run:

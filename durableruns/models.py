@@ -235,3 +235,75 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_name} {self.action} {self.target_type}:{self.target_id}"
+
+
+# --- Approvals (human approval gates) -------------------------------------------
+
+
+class Approval(models.Model):
+    """A run suspended at `position` until a person (or expiry) decides.
+
+    `payload` is exactly what the reviewer was shown (redacted before storage);
+    `edited_payload` is what the reviewer replaced it with, if they edited it.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        EXPIRED = "expired"
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+        EDIT = "edit", "edit and approve"
+        EXPIRE = "expire", "expired"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    position = models.PositiveIntegerField()
+    name = models.CharField(max_length=100)
+    summary = models.TextField(blank=True, default="")
+    payload = models.JSONField(null=True, blank=True)
+    allowed = models.JSONField(default=list)
+    schema = models.JSONField(null=True, blank=True)
+    guards = models.JSONField(null=True, blank=True)
+    four_eyes = models.BooleanField(default=False)
+    state = models.CharField(max_length=10, choices=State, default=State.PENDING)
+    decision = models.CharField(max_length=10, choices=Decision, blank=True, default="")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    decider_name = models.CharField(max_length=150, blank=True, default="")
+    comment = models.TextField(blank=True, default="")
+    edited_payload = models.JSONField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    on_expiry = models.CharField(max_length=10, default=Decision.REJECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="approval_run_position"),
+        ]
+        indexes = [
+            models.Index(fields=["created_at"], name="approval_pending",
+                         condition=Q(state="pending")),
+            models.Index(fields=["expires_at"], name="approval_expiring",
+                         condition=Q(state="pending", expires_at__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.position} {self.name} ({self.state})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("approval", args=[self.pk])
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state == self.State.PENDING
+
+    @property
+    def final_payload(self) -> object:
+        """What the agent receives: the edit if there was one, else what was shown."""
+        return self.edited_payload if self.decision == self.Decision.EDIT else self.payload

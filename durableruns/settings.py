@@ -179,6 +179,8 @@ DURABLERUNS_REDACT_KEYS = _env_list(
 )
 # Where the demo tools find the stand-in providers (the web process serves them).
 DURABLERUNS_PROVIDER_URL = os.environ.get("DURABLERUNS_PROVIDER_URL", "http://127.0.0.1:8000")
+# Absolute links in emails (e.g. "an approval is waiting") start with this.
+DURABLERUNS_BASE_URL = os.environ.get("DURABLERUNS_BASE_URL", "http://127.0.0.1:8000")
 # Crash injection for crashtest and the chaos tests; unset in production.
 DURABLERUNS_CRASH_DIR = os.environ.get("DURABLERUNS_CRASH_DIR", "")
 # What crashtest asks for "what really executed": (run_id) -> Counter per "step_id:tool".

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .web import actions, ledger, views
+from .web import actions, approvals, ledger, views
 
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -17,6 +17,9 @@ urlpatterns = [
     path("effects/", ledger.effects, name="effects"),
     path("escalations/", ledger.escalations, name="escalations"),
     path("escalations/<int:effect_id>/resolve/", ledger.resolve, name="escalation-resolve"),
+    path("approvals/", approvals.inbox, name="approvals"),
+    path("approvals/<int:pk>/", approvals.approval, name="approval"),
+    path("approvals/<int:pk>/decide/", approvals.decide_approval, name="decide_approval"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),

@@ -6,8 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from ..approvals import DECISIONS
 from ..engine.runs import RUN_ID_PATTERN
-from ..models import Effect, Run, Step
+from ..models import Approval, Effect, Run, Step
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -36,12 +37,29 @@ class EffectSerializer(serializers.ModelSerializer):
     run = serializers.CharField(source="run_id", read_only=True)
     resolved_by = serializers.CharField(source="resolved_by.username", allow_null=True,
                                         default=None, read_only=True)
+    resolution = serializers.ChoiceField(Effect.Resolution.choices, allow_blank=True,
+                                         read_only=True, help_text="blank until resolved")
 
     class Meta:
         model = Effect
         fields = ("id", "run", "position", "idempotency_key", "tool", "tool_kind",
                   "fingerprint", "args", "state", "result", "error", "attempts", "started_at",
                   "finished_at", "resolution", "resolved_by", "resolved_at", "note")
+        read_only_fields = fields
+
+
+class ApprovalSerializer(serializers.ModelSerializer):
+    run = serializers.CharField(source="run_id", read_only=True)
+    decision = serializers.ChoiceField(Approval.Decision.choices, allow_blank=True,
+                                       read_only=True, help_text="blank while pending")
+    decided_by = serializers.CharField(source="decider_name", read_only=True,
+                                       help_text="blank while pending")
+
+    class Meta:
+        model = Approval
+        fields = ("id", "run", "position", "name", "summary", "payload", "allowed", "schema",
+                  "guards", "four_eyes", "state", "decision", "decided_by", "comment",
+                  "edited_payload", "expires_at", "on_expiry", "created_at", "decided_at")
         read_only_fields = fields
 
 
@@ -57,6 +75,7 @@ def page_of(item: type[serializers.Serializer], name: str) -> type[serializers.S
 RunPage = page_of(RunSerializer, "RunPage")
 StepPage = page_of(StepSerializer, "StepPage")
 EffectPage = page_of(EffectSerializer, "EffectPage")
+ApprovalPage = page_of(ApprovalSerializer, "ApprovalPage")
 
 
 class StartRunSerializer(serializers.Serializer):
@@ -84,6 +103,22 @@ class ForkSerializer(serializers.Serializer):
 
 class ForkPreviewQuery(serializers.Serializer):
     position = serializers.IntegerField(min_value=0)
+
+
+class DecideSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(DECISIONS)
+    comment = serializers.CharField(required=False, allow_blank=True, default="",
+                                    max_length=10_000)
+    payload = serializers.JSONField(required=False, default=None,
+                                    help_text="for `edit`: the payload that replaces it")
+
+
+class ResolveSerializer(serializers.Serializer):
+    resolution = serializers.ChoiceField(Effect.Resolution.choices)
+    result = serializers.JSONField(required=False, default=None,
+                                   help_text="for `happened`: what the call returned")
+    note = serializers.CharField(required=False, allow_blank=True, default="",
+                                 max_length=10_000)
 
 
 class ReplayEntrySerializer(serializers.Serializer):

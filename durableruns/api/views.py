@@ -15,17 +15,18 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status as http
-from rest_framework.decorators import api_view
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import audit, roles
-from ..engine import operations, replay
+from .. import approvals, audit, roles
+from ..engine import escalations, operations, replay
 from ..engine.errors import DurableRunsError
 from ..engine.runs import RunConflict, start_run
-from ..models import Effect, Run
+from ..models import Approval, Effect, Run
 from . import serializers as s
 
 DENIED = {401: OpenApiResponse(s.ErrorSerializer, "not authenticated"),
@@ -45,6 +46,13 @@ class _Cursor(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = 200
 
+    def decode_cursor(self, request: Request) -> Any:
+        # DRF answers a bad cursor with 404; it is a bad request parameter.
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise ValidationError({"cursor": "invalid cursor"}) from None
+
 
 class RunCursor(_Cursor):
     ordering = ("-created_at", "-id")
@@ -55,6 +63,10 @@ class StepCursor(_Cursor):
 
 
 class EffectCursor(_Cursor):
+    ordering = ("id",)
+
+
+class ApprovalCursor(_Cursor):
     ordering = ("id",)
 
 
@@ -141,7 +153,8 @@ def run_detail(request: Request, run_id: str) -> Response:
 
 
 @login_not_required
-@extend_schema(operation_id="runs_steps_list", responses={200: s.StepPage, **DENIED, **MISSING},
+@extend_schema(operation_id="runs_steps_list",
+               responses={200: s.StepPage, **DENIED, **MISSING, **INVALID},
                parameters=_page_params())
 @api_view(["GET"])
 def run_steps(request: Request, run_id: str) -> Response:
@@ -152,13 +165,25 @@ def run_steps(request: Request, run_id: str) -> Response:
 
 @login_not_required
 @extend_schema(operation_id="runs_effects_list",
-               responses={200: s.EffectPage, **DENIED, **MISSING}, parameters=_page_params())
+               responses={200: s.EffectPage, **DENIED, **MISSING, **INVALID},
+               parameters=_page_params())
 @api_view(["GET"])
 def run_effects(request: Request, run_id: str) -> Response:
     _require(request, roles.VIEW_RUNS)
     run = get_object_or_404(Run, pk=run_id)
     return _page(request, run.effects.select_related("resolved_by"), EffectCursor,
                  s.EffectSerializer)
+
+
+@login_not_required
+@extend_schema(operation_id="runs_approvals_list",
+               responses={200: s.ApprovalPage, **DENIED, **MISSING, **INVALID},
+               parameters=_page_params())
+@api_view(["GET"])
+def run_approvals(request: Request, run_id: str) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    run = get_object_or_404(Run, pk=run_id)
+    return _page(request, run.approvals.all(), ApprovalCursor, s.ApprovalSerializer)
 
 
 # --- Operator actions ------------------------------------------------------------------
@@ -270,3 +295,86 @@ def effect_detail(request: Request, effect_id: int) -> Response:
     _require(request, roles.VIEW_RUNS)
     effect = get_object_or_404(Effect.objects.select_related("resolved_by"), pk=effect_id)
     return Response(s.EffectSerializer(effect).data)
+
+
+@login_not_required
+@extend_schema(request=s.ResolveSerializer,
+               responses={200: s.EffectSerializer, **DENIED, **MISSING, **INVALID, **CONFLICT},
+               description="Resolve an escalation (an effect whose outcome is unknown): "
+               "`happened` with the result the call returned, `not_happened` to call it "
+               "again with the same key, or `aborted` to cancel the run.")
+@api_view(["POST"])
+def effect_resolve(request: Request, effect_id: int) -> Response:
+    _require(request, roles.OPERATE_RUNS)
+    effect = get_object_or_404(Effect, pk=effect_id)
+    form = s.ResolveSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    data = form.validated_data
+    try:
+        resolved = escalations.resolve(effect, data["resolution"], user=request.user,
+                                       result=data["result"], note=data["note"])
+    except (escalations.NotEscalated, escalations.AlreadyResolved) as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
+    except DurableRunsError as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
+    return Response(s.EffectSerializer(resolved).data)
+
+
+# --- Approvals -----------------------------------------------------------------------------
+
+
+@login_not_required
+@extend_schema(
+    operation_id="approvals_list", responses={200: s.ApprovalPage, **DENIED, **INVALID},
+    parameters=_page_params(
+        OpenApiParameter("state", OpenApiTypes.STR, enum=Approval.State.values)),
+)
+@api_view(["GET"])
+def approvals_list(request: Request) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    queryset = Approval.objects.all()
+    if state := _choice(request, "state", Approval.State):
+        queryset = queryset.filter(state=state)
+    return _page(request, queryset, ApprovalCursor, s.ApprovalSerializer)
+
+
+@login_not_required
+@extend_schema(responses={200: s.ApprovalSerializer, **DENIED, **MISSING})
+@api_view(["GET"])
+def approval_detail(request: Request, approval_id: int) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    return Response(s.ApprovalSerializer(get_object_or_404(Approval, pk=approval_id)).data)
+
+
+@login_not_required
+@extend_schema(request=s.DecideSerializer,
+               responses={200: s.ApprovalSerializer, **DENIED, **MISSING, **INVALID,
+                          **CONFLICT},
+               description="Approve, reject or edit-and-approve a pending approval. "
+               "403 also when four-eyes review forbids the run's starter to approve; "
+               "409 when someone already decided (the answer says who).")
+@api_view(["POST"])
+def approval_decide(request: Request, approval_id: int) -> Response:
+    _require(request, roles.DECIDE_APPROVALS)
+    approval = get_object_or_404(Approval.objects.select_related("run"), pk=approval_id)
+    form = s.DecideSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    data = form.validated_data
+    try:
+        decided = approvals.decide(approval, data["decision"], user=request.user,
+                                   comment=data["comment"], payload=data["payload"])
+    except approvals.AlreadyDecided as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
+    except approvals.FourEyesRefused as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_403_FORBIDDEN)
+    except approvals.DecisionRefused as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
+    return Response(s.ApprovalSerializer(decided).data)
+
+
+@login_not_required
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE"])
+@permission_classes([AllowAny])
+def not_found(request: Request) -> Response:
+    raise NotFound("no such API endpoint")

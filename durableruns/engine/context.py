@@ -19,9 +19,9 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from ..models import Effect, Step
+from ..models import Approval, Effect, Step
 from ..models import Run as RunRecord
-from . import crashpoints, llm, store
+from . import crashpoints, gates, llm, store
 from .checkpoints import migrate
 from .errors import (
     AmbiguousOutcome,
@@ -128,6 +128,52 @@ class Run:
         if timezone.now() < until:
             raise Suspend(RunRecord.Status.WAITING, wake_at=until, reason=f"sleeping ({name})")
 
+    def approval(self, name: str, *, summary: str = "", payload: Any = None,
+                 allowed: tuple[str, ...] = gates.DECISIONS,
+                 expires_in: float | timedelta | None = None, on_expiry: str = "reject",
+                 schema: dict[str, Any] | None = None, guards: Any = None,
+                 four_eyes: bool = False) -> gates.Decision:
+        """Suspend until a person decides (or the approval expires); returns the decision.
+
+        `payload` is shown to the reviewer and, if they edit it, validated against
+        `schema`. `guards` says what the approval protects (shown as "what happens
+        next"). With `four_eyes`, the person who started the run cannot approve it.
+        """
+        gate = gates.Gate.build(summary=summary, payload=payload, allowed=allowed,
+                                expires_in=expires_in, on_expiry=on_expiry, schema=schema,
+                                guards=guards, four_eyes=four_eyes)
+        described = gate.described()
+        request = StepRequest(Kind.APPROVAL, check_name(name, "approval"), "",
+                              fingerprint(described), described)
+        position, recorded = self._next(request)
+        if recorded is None:
+            recorded = self._await_decision(position, request, gate)
+        return gates.Decision.from_outcome(self._replay(recorded))
+
+    def _await_decision(self, position: int, request: StepRequest, gate: gates.Gate) -> Step:
+        approval = Approval.objects.filter(run_id=self.id, position=position).first()
+        if approval is None:
+            self.before_new_step(position)
+            gates.open_approval(self._lease, position, request.name, gate)
+            raise _awaiting(position, request.name)
+        if approval.name != request.name:
+            raise NonDeterminismError(
+                f"non-determinism at step {position}: approval {approval.name!r} is open, "
+                f"agent code asked for {request.describe()}",
+                details={"position": position},
+            )
+        if approval.is_pending:
+            raise _awaiting(position, request.name)
+        self._lease.ensure_held()
+        outcome = store.StepOutcome(
+            position=position, step_id=self._step_id(position, request.name),
+            kind=request.kind, name=request.name, tool="", fingerprint=request.fingerprint,
+            input=request.input, result=gates.outcome_of(approval), error=None, attempts=1,
+            started_at=approval.created_at, finished_at=approval.decided_at or timezone.now(),
+        )
+        store.commit_step(self._lease, outcome)
+        return self.committed(outcome, raw=True)
+
     # --- Replay ----------------------------------------------------------------
 
     def _next(self, request: StepRequest) -> tuple[int, Step | None]:
@@ -158,6 +204,13 @@ class Run:
     def _step_id(position: int, name: str) -> str:
         return f"{position}-{name}"
 
+    def _human_wait(self) -> float:
+        return sum(
+            (step.finished_at - step.started_at).total_seconds()
+            for step in self._history.values()
+            if step.kind == Kind.APPROVAL and step.started_at and step.finished_at
+        )
+
     # --- Execution ---------------------------------------------------------------
 
     def before_new_step(self, position: int) -> None:
@@ -167,7 +220,8 @@ class Run:
                 details={"budget": "steps", "limit": self._max_steps},
             )
         started = self._record.started_at or timezone.now()
-        elapsed = (timezone.now() - started).total_seconds()
+        # Time spent waiting for a person is not the agent's to budget.
+        elapsed = (timezone.now() - started).total_seconds() - self._human_wait()
         if elapsed > self._max_duration:
             raise BudgetExceeded(
                 f"time budget exhausted: {elapsed:.0f}s elapsed of {self._max_duration:.0f}s",
@@ -217,6 +271,7 @@ class Run:
             position=outcome.position, kind=outcome.kind, name=outcome.name,
             tool=outcome.tool, fingerprint=outcome.fingerprint, result=outcome.result,
             error=outcome.error, attempts=outcome.attempts,
+            started_at=outcome.started_at, finished_at=outcome.finished_at,
         )
         self._history[outcome.position] = recorded
         if raw:
@@ -264,6 +319,11 @@ def _check_same_step(position: int, recorded: Step, request: StepRequest) -> Non
             details={"position": position, "expected": expected.describe(),
                      "actual": request.describe()},
         )
+
+
+def _awaiting(position: int, name: str) -> Suspend:
+    return Suspend(RunRecord.Status.AWAITING_APPROVAL, reason=f"awaiting approval ({name})",
+                   approval_position=position)
 
 
 def _located(error: dict[str, Any], position: int, request: StepRequest) -> dict[str, Any]:

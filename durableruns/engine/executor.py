@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..models import Run as RunRecord
-from . import crashpoints, doorbell, registry, store
+from . import crashpoints, doorbell, gates, registry, store
 from .context import Run
 from .errors import (
     AgentVersionUnavailable,
@@ -105,6 +105,8 @@ def _fail(lease: store.Lease, error: dict[str, Any], context: Run | None = None)
         lease, Status.FAILED, error=store.normalise(_redacted(error)), finished_at=Now(),
         **_progress(context),
     )
+    # A failed run has finished too: crashtest arms this point for agents that fail.
+    crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id)
     return "failed" if released else "lease-lost"
 
 
@@ -115,6 +117,10 @@ def _stop(lease: store.Lease, exc: RunStopped, context: Run | None = None) -> st
 
 def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
     fields: dict[str, Any] = {"retry_position": None, "retry_attempts": 0, **suspend.fields}
+    if suspend.status == Status.AWAITING_APPROVAL:
+        position = fields.pop("approval_position", None)
+        left = gates.release_awaiting(lease, position, **fields, **_progress(context))
+        return left or "lease-lost"
     wake_in = fields.pop("wake_in", None)
     if wake_in is not None:
         fields["wake_at"] = timezone.now() + timedelta(seconds=wake_in)

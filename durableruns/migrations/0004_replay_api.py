@@ -7,6 +7,8 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('durableruns', '0003_audit_append_only'),
+        # Only to keep one leaf on this branch after merging approvals; re-chain freely.
+        ('durableruns', '0004_approvals'),
     ]
 
     operations = [

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q
+from django.db.models import BooleanField, CharField, Count, ExpressionWrapper, Q
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -15,7 +16,7 @@ from django.views.decorators.http import require_GET
 from .. import roles
 from ..engine import registry
 from ..engine.operations import RESUMABLE
-from ..models import AuditEvent, Effect, Run, Step
+from ..models import Approval, AuditEvent, Effect, Run, Step
 from . import keyset
 from .filters import RunFilters
 from .waterfall import waterfall
@@ -152,8 +153,11 @@ def _budget(record: Run, steps: int) -> dict[str, Any]:
 
 
 def _audit_trail(record: Run, effects: list[Effect]) -> list[AuditEvent]:
-    """Human actions on the run and on its effects (escalation resolutions), oldest first."""
-    targets = Q(target_type="run", target_id=record.id)
+    """Actions on the run, its effects (escalation resolutions) and its approvals
+    (decisions, expiries), oldest first, in one query."""
+    approval_ids = Approval.objects.filter(run=record).values(key=Cast("pk", CharField()))
+    targets = Q(target_type="run", target_id=record.id) | Q(
+        target_type="approval", target_id__in=approval_ids)
     if effects:
         targets |= Q(target_type="effect", target_id__in=[str(e.pk) for e in effects])
     return list(AuditEvent.objects.filter(targets).order_by("created_at", "id"))

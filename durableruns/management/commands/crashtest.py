@@ -25,7 +25,7 @@ class Command(BaseCommand):
                             help="solo: a crash kills the whole worker (default); prefork: "
                                  "it kills the pool process, which Celery replaces at once")
         parser.add_argument("--parallel", type=int,
-                            help="runs in flight at once (default 3 per worker)")
+                            help="runs in flight at once (default 2 per worker)")
         parser.add_argument("--lease-ttl", type=float, default=defaults.lease_ttl,
                             help=f"workers' lease TTL, seconds (default {defaults.lease_ttl:g})")
         parser.add_argument("--sweep-interval", type=float, default=defaults.sweep_interval,

@@ -26,6 +26,8 @@ DEMO_RUNS = [
     ("refund-bot", {"order_id": "A-1001"}, "demo-refund-kettle"),
     ("refund-bot", {"order_id": "A-1003", "payments": "lookup"}, "demo-refund-mug"),
     ("research-bot", {"topic": "durable agents"}, "demo-research"),
+    # 250.00 is above the approval threshold: waits in the reviewers' inbox.
+    ("refund-bot", {"order_id": "A-1002"}, "demo-refund-bike"),
 ]
 
 
@@ -56,7 +58,9 @@ class Command(BaseCommand):
     def _create_users(self) -> None:
         users = get_user_model()
         for role, password in DEMO_USERS.items():
-            user, created = users.objects.get_or_create(username=role)
+            user, created = users.objects.get_or_create(
+                username=role, defaults={"email": f"{role}@example.com"}
+            )
             if created:
                 user.set_password(password)
                 user.save()
