@@ -110,6 +110,7 @@ class Case:
     missing: int = 0
     escalations: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    executions: Counter = field(default_factory=Counter)  # per "step_id:tool"
 
     @property
     def resume_seconds(self) -> float | None:
@@ -255,6 +256,12 @@ class Cluster:
         for proc in [*self.workers, *([self._server] if self._server else [])]:
             _terminate(proc)
         app.conf.task_default_queue = self._previous_queue
+        self._delete_queue(app)
+
+    def _delete_queue(self, app: Any) -> None:
+        """Leave nothing behind in the broker (doorbells are worthless once we are done)."""
+        with contextlib.suppress(Exception), app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(self.queue)
 
     def _start_thread(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -565,6 +572,7 @@ def _judge(case: Case, baseline: Run, base_counts: Counter, counts: Counter,
            options: Options) -> None:
     run = Run.objects.get(pk=case.run_id)
     case.status = run.status
+    case.executions = counts
     case.extra = {k: n - base_counts[k] for k, n in counts.items() if n > base_counts[k]}
     case.duplicates = sum(case.extra.values())
     case.missing = sum(max(n - counts[k], 0) for k, n in base_counts.items())

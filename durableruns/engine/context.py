@@ -387,7 +387,10 @@ class _EffectCall:
         if state == Effect.State.RESOLVED:
             if effect.resolution == Effect.Resolution.HAPPENED:
                 return store.normalise(effect.result)
-            return _CALL_AGAIN
+            if effect.resolution == Effect.Resolution.NOT_HAPPENED:
+                return _CALL_AGAIN
+            # Aborted, then the run was resumed: nobody said whether the call happened.
+            self._escalate("the run was aborted while this call's outcome was unknown")
         if state == Effect.State.FAILED:
             return _CALL_AGAIN  # a transient failure: the provider said it did not happen
         if state == Effect.State.STARTED and self.tool.kind == IDEMPOTENT_WRITE:

@@ -11,7 +11,7 @@ import pytest
 
 from durableruns import crashtest
 from durableruns.demo.models import ProviderCall
-from durableruns.engine import crashpoints, escalations
+from durableruns.engine import crashpoints, escalations, operations
 from durableruns.engine.runs import start_run
 from durableruns.models import Effect, Run
 from tests.conftest import TEST_LEASE_TTL, TEST_SWEEP_INTERVAL, wait_for
@@ -91,3 +91,18 @@ def test_it_cancels_the_run_when_aborted(cluster, bob):
     assert _status(effect.run_id) == Run.Status.CANCELLED
     assert _refunds(effect) == 1
     assert _emails(effect.run_id) == 0
+
+
+def test_it_asks_again_when_a_run_aborted_over_an_unknown_outcome_is_resumed(cluster, bob):
+    effect = _escalated_refund(cluster, crashpoints.AFTER_TOOL_RETURNED)
+    escalations.resolve(effect, "aborted", user=bob)
+
+    operations.resume(Run.objects.get(pk=effect.run_id), user=bob)
+
+    wait_for(lambda: _status(effect.run_id) == Run.Status.ESCALATED,
+             message="the resumed run to escalate again")
+    effect.refresh_from_db()
+    assert effect.state == Effect.State.UNKNOWN
+    assert _refunds(effect) == 1  # not called again on a guess
+    escalations.resolve(effect, "happened", user=bob, result=MANUAL)
+    wait_for(lambda: _status(effect.run_id) == Run.Status.SUCCEEDED, message="the run to finish")
