@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from durableruns.engine import executor
 from durableruns.engine.runs import start_run
-from durableruns.models import AuditEvent, Run
+from durableruns.models import Approval, AuditEvent, Run
 from tests.conftest import wait_for
 from tests.web.dashboard import T0, make_effect, make_run, make_step, rung_fixture  # noqa: F401 - fixture
 
@@ -153,11 +153,15 @@ def test_it_lists_effects_and_the_audit_trail(client, alice, finished, bob):
                               target_type="run", target_id=finished.id)
     AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="run.cancel",
                               target_type="run", target_id="another-run")
+    approval = Approval.objects.create(run=finished, position=1, name="approve-refund")
+    AuditEvent.objects.create(actor_id=alice.pk, actor_name="alice", action="approval.approve",
+                              target_type="approval", target_id=str(approval.pk))
     client.force_login(alice)
     body = client.get(_url(finished)).content.decode()
     assert effect.idempotency_key in body
+    assert body.count("<h2>Audit trail</h2>") == 1
     audit = re.search(r'<ol class="audit">.*?</ol>', body, re.S).group(0)
-    assert "effect.resolve" in audit and "run.resume" in audit
+    assert "effect.resolve" in audit and "run.resume" in audit and "approval.approve" in audit
     assert "run.cancel" not in audit
 
 
@@ -272,7 +276,8 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
         make_step(run, position, start_ms=position * 10)
         make_effect(run, position)
     client.force_login(bob)
-    # session, user, user permissions, group permissions, run, steps, effects, audit
-    with django_assert_num_queries(8):
+    # session, user, user permissions, group permissions, run, steps, effects,
+    # approvals, audit trail
+    with django_assert_num_queries(9):
         response = client.get(_url(run))
     assert response.content.decode().count('class="step step-') == steps
