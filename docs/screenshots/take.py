@@ -48,15 +48,15 @@ def seed() -> None:
     load_agent_modules(["durableruns.demo.agents"])
     crash_dir = os.environ["DURABLERUNS_CRASH_DIR"]
     Path(crash_dir).mkdir(parents=True, exist_ok=True)
-    crashpoints.arm(crash_dir, "refund-unsafe-A-1002", crashpoints.AFTER_EFFECT_STARTED, 2)
-    start_run("refund-bot", {"order_id": "A-1002", "payments": "none"},
-              run_id="refund-unsafe-A-1002")
+    crashpoints.arm(crash_dir, "refund-unsafe-A-1001", crashpoints.AFTER_EFFECT_STARTED, 2)
+    start_run("refund-bot", {"order_id": "A-1001", "payments": "none"},
+              run_id="refund-unsafe-A-1001")
     for order in ("A-1001", "A-1003"):
         start_run("refund-bot", {"order_id": order, "payments": "lookup"},
                   run_id=f"refund-{order}")
     for topic in ("durable execution", "idempotency keys", "htmx dashboards"):
         start_run("research-bot", {"topic": topic}, run_id=f"research-{topic.replace(' ', '-')}")
-    _wait(lambda: Run.objects.filter(pk="refund-unsafe-A-1002", status="escalated").exists(),
+    _wait(lambda: Run.objects.filter(pk="refund-unsafe-A-1001", status="escalated").exists(),
           "the unsafe refund to escalate")
     _wait(lambda: not Run.objects.filter(status__in=["queued", "running"]).exists(),
           "the runs to settle")
