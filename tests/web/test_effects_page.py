@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from durableruns.models import Effect
-from durableruns.web import ledger
+from durableruns.web import keyset, ledger
 from tests.web.dashboard import make_effect, make_run
 
 pytestmark = pytest.mark.django_db
@@ -115,6 +115,15 @@ def test_its_next_page_link_keeps_the_filters(client, alice, monkeypatch):
     client.force_login(alice)
     body = client.get(URL, {"state": "failed"}).content.decode()
     assert re.search(r'href="\?state=failed&amp;cursor=[^"]+" rel="next"', body)
+
+
+def test_its_paging_links_encode_the_key_searched(client, alice):
+    run = make_run("odd")
+    effect = make_effect(run, 0, key="odd:0-x:x:a&b c")
+    client.force_login(alice)
+    cursor = keyset.effect_cursor(Effect(id=effect.id + 1))
+    body = client.get(URL, {"key": effect.idempotency_key, "cursor": cursor}).content.decode()
+    assert 'href="?key=odd%3A0-x%3Ax%3Aa%26b+c">First page</a>' in body
 
 
 @pytest.mark.parametrize("rows", [5, 50])
