@@ -12,6 +12,7 @@ urlpatterns = [
     # Operator dashboard (issue 5)
     path("runs-statuses/", views.run_statuses, name="run-statuses"),
     path("runs-bulk/", actions.bulk, name="runs-bulk"),
+    path("runs/<str:run_id>/steps/<int:position>/", views.run_step, name="run-step"),
     path("runs/<str:run_id>/cancel/", actions.cancel, name="run-cancel"),
     path("runs/<str:run_id>/resume/", actions.resume, name="run-resume"),
     path("runs/<str:run_id>/replay/", actions.replay, name="run-replay"),

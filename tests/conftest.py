@@ -41,6 +41,13 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, interval: f
         time.sleep(interval)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """The actors are created in every test; the production hasher costs ~1 s a user on
+    a busy CI core. Logging in through the browser works the same with this one."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def alice(django_user_model):
     """alice is a reviewer."""

@@ -6,10 +6,10 @@ One definition serves the list, its live status poll and the bulk actions, so
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
@@ -38,6 +38,7 @@ class RunFilters:
     since: str = ""
     until: str = ""
     q: str = ""
+    _ids: list[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_query(cls, query: QueryDict) -> RunFilters:
@@ -58,14 +59,17 @@ class RunFilters:
         if until := _moment(self.until):
             queryset = queryset.filter(created_at__lt=until)
         if self.q:
-            queryset = queryset.filter(self._search())
+            queryset = queryset.filter(pk__in=self._searched_ids())
         return queryset
 
-    def _search(self) -> Q:
-        """A run id, or an idempotency key: a ledger key, or any key (it starts with the run id)."""
-        run_of_key = self.q.split(":", 1)[0]
-        by_effect = Effect.objects.filter(idempotency_key=self.q).values("run_id")
-        return Q(pk=self.q) | Q(pk=run_of_key) | Q(pk__in=by_effect)
+    def _searched_ids(self) -> list[str]:
+        """A run id, or an idempotency key: a ledger key, or any key (it starts with the run
+        id). Resolved to ids once, so the page and the counts both use the primary key."""
+        if self._ids is None:
+            by_effect = Effect.objects.filter(idempotency_key=self.q).values_list("run_id",
+                                                                                   flat=True)
+            self._ids = sorted({self.q, self.q.split(":", 1)[0], *by_effect})
+        return self._ids
 
     def invalid(self) -> list[str]:
         return [name for name in ("since", "until")

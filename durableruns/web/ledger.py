@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import roles
@@ -47,7 +48,7 @@ def effects(request: HttpRequest) -> HttpResponse:
     context = {
         "effects": page.rows, "next_cursor": page.next_cursor,
         "paged": bool(request.GET.get("cursor")), "filters": filters,
-        "query": "&".join(f"{k}={v}" for k, v in filters.items() if v),
+        "query": urlencode({k: v for k, v in filters.items() if v}),
         "states": Effect.State.choices, "kinds": registry.TOOL_KINDS,
         "tools": sorted({t.name for t in registry.tools()} | ({tool} if tool else set())),
     }

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import BooleanField, CharField, Count, ExpressionWrapper, Q
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -13,7 +14,7 @@ from django.views.decorators.http import require_GET
 from .. import roles
 from ..engine import registry
 from ..engine.operations import RESUMABLE
-from ..models import AuditEvent, Effect, Run
+from ..models import Approval, AuditEvent, Effect, Run, Step
 from . import keyset
 from .filters import RunFilters
 from .waterfall import waterfall
@@ -89,14 +90,37 @@ def run(request: HttpRequest, run_id: str) -> HttpResponse:
     return render(request, template, run_context(request, record))
 
 
+@require_GET
+@roles.permission_required(roles.VIEW_RUNS)
+def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
+    """One step's input, output or error and provenance: loaded when the operator opens
+    it on the run page (so a 200-step page stays light), or as a page without JS."""
+    step = get_object_or_404(Step.objects.select_related("run"), run_id=run_id, position=position)
+    record = step.run
+    _annotate(step, record)
+    context = {"run": record, "step": step,
+               "can_fork": record.is_terminal and request.user.has_perm(roles.OPERATE_RUNS)}
+    template = "durableruns/run_step.html"
+    return render(request, f"{template}#step-body" if request.htmx else template, context)
+
+
+def _annotate(step: Step, record: Run) -> None:
+    step.replays = step.replays_since(record)
+    step.duration_text = f"{step.duration_ms:.1f} ms"
+    step.copied = bool(record.parent_id and record.fork_position is not None
+                       and step.position < record.fork_position and not step.lease_number)
+
+
 def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     """Everything the run page shows; a fixed number of queries whatever the run's size."""
-    steps = list(record.steps.order_by("position"))
+    # Payloads are loaded per step when opened (run_step), not for every step here.
+    steps = list(
+        record.steps.order_by("position").defer("input", "result", "error")
+        .annotate(failed=ExpressionWrapper(Q(error__isnull=False), output_field=BooleanField()))
+    )
     effects = list(record.effects.order_by("position"))
     for step in steps:
-        step.replays = step.replays_since(record)
-        step.copied = bool(record.parent_id and record.fork_position is not None
-                           and step.position < record.fork_position and not step.lease_number)
+        _annotate(step, record)
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
     return {
         "run": record,
@@ -127,8 +151,11 @@ def _budget(record: Run, steps: int) -> dict[str, Any]:
 
 
 def _audit_trail(record: Run, effects: list[Effect]) -> list[AuditEvent]:
-    """Human actions on the run and on its effects (escalation resolutions), oldest first."""
-    targets = Q(target_type="run", target_id=record.id)
+    """Actions on the run, its effects (escalation resolutions) and its approvals
+    (decisions, expiries), oldest first, in one query."""
+    approval_ids = Approval.objects.filter(run=record).values(key=Cast("pk", CharField()))
+    targets = Q(target_type="run", target_id=record.id) | Q(
+        target_type="approval", target_id__in=approval_ids)
     if effects:
         targets |= Q(target_type="effect", target_id__in=[str(e.pk) for e in effects])
     return list(AuditEvent.objects.filter(targets).order_by("created_at", "id"))

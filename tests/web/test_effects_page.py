@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from durableruns.models import Effect
-from durableruns.web import ledger
+from durableruns.web import keyset, ledger
 from tests.web.dashboard import make_effect, make_run
 
 pytestmark = pytest.mark.django_db
@@ -117,13 +117,23 @@ def test_its_next_page_link_keeps_the_filters(client, alice, monkeypatch):
     assert re.search(r'href="\?state=failed&amp;cursor=[^"]+" rel="next"', body)
 
 
+def test_its_paging_links_encode_the_key_searched(client, alice):
+    run = make_run("odd")
+    effect = make_effect(run, 0, key="odd:0-x:x:a&b c")
+    client.force_login(alice)
+    cursor = keyset.effect_cursor(Effect(id=effect.id + 1))
+    body = client.get(URL, {"key": effect.idempotency_key, "cursor": cursor}).content.decode()
+    assert 'href="?key=odd%3A0-x%3Ax%3Aa%26b+c">First page</a>' in body
+
+
 @pytest.mark.parametrize("rows", [5, 50])
 def test_it_uses_a_constant_number_of_queries(client, alice, django_assert_num_queries, rows):
     run = make_run("many")
     for position in range(rows):
         make_effect(run, position)
     client.force_login(alice)
-    # session, user, user permissions, group permissions, effects page
-    with django_assert_num_queries(5):
+    # session, user, user permissions, group permissions, the nav's pending approvals
+    # (alice reviews), effects page
+    with django_assert_num_queries(6):
         response = client.get(URL)
     assert len(_keys(response)) == rows

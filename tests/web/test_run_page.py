@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from durableruns.engine import executor
 from durableruns.engine.runs import start_run
-from durableruns.models import AuditEvent, Run
+from durableruns.models import Approval, AuditEvent, Run
 from tests.conftest import wait_for
 from tests.web.dashboard import T0, make_effect, make_run, make_step, rung_fixture  # noqa: F401 - fixture
 
@@ -73,26 +73,64 @@ def test_it_shows_each_step_with_kind_attempts_duration_and_origin(client, alice
     assert re.search(r"#0 <span class=\"kind\">llm</span> <strong>plan</strong> · 1 attempt · "
                      r"400\.0 ms ·\s+<span class=\"origin\">executed, replayed 2 times</span>",
                      body)
-    assert "by <code>host:1:aaaa</code> (executor pass 1)" in body
     assert re.search(r"<strong>refund</strong>.*?<span class=\"origin\">executed</span>", body,
                      re.S)
-    assert "not replayed since." in body
+    assert 'class="step step-tool step-error" id="step-2"' in body
 
 
-def test_it_expands_a_step_to_its_input_output_and_error(client, alice, finished):
+def _step(client, run: Run, position: int, *, htmx: bool = False) -> str:
+    url = reverse("run-step", args=[run.id, position])
+    return client.get(url, headers={"HX-Request": "true"} if htmx else {}).content.decode()
+
+
+def test_a_step_opens_to_its_provenance_input_and_output(client, alice, finished):
     client.force_login(alice)
-    body = client.get(_url(finished)).content.decode()
+    page = client.get(_url(finished)).content.decode()
+    step_url = reverse("run-step", args=[finished.id, 0])
+    # Loaded when opened (htmx), with a plain link for browsers without JavaScript.
+    assert f'<details hx-get="{step_url}" hx-trigger="toggle once"' in page
+    assert f'<a href="{step_url}">' in page
+    body = _step(client, finished, 0, htmx=True)
+    assert not body.lstrip().startswith("<!doctype")
+    assert "by <code>host:1:aaaa</code> (executor pass 1)" in body
+    assert "replayed from its checkpoint by 2 later passes" in body
     assert "&quot;content&quot;: &quot;ok&quot;" in body
+
+
+def test_a_failed_step_opens_to_its_error(client, alice, finished):
+    client.force_login(alice)
+    body = _step(client, finished, 2)
+    assert body.lstrip().startswith("<!doctype")  # the page without JavaScript
     assert "&quot;message&quot;: &quot;declined&quot;" in body
+    assert "not replayed since." in body
 
 
 def test_it_escapes_step_payloads(client, alice):
     run = make_run("xss")
     make_step(run, 0, result={"html": "<img src=x onerror=alert(1)>"})
     client.force_login(alice)
-    body = client.get(_url(run)).content.decode()
+    body = _step(client, run, 0)
     assert "<img src=x" not in body
     assert "&lt;img src=x onerror=alert(1)&gt;" in body
+
+
+def test_a_step_page_needs_a_role(client, dave, finished):
+    client.force_login(dave)
+    assert client.get(reverse("run-step", args=[finished.id, 0])).status_code == 403
+
+
+def test_a_step_page_of_a_missing_step_is_not_found(client, alice, finished):
+    client.force_login(alice)
+    assert client.get(reverse("run-step", args=[finished.id, 99])).status_code == 404
+
+
+def test_it_keeps_open_steps_while_polling_and_refreshes_them_when_terminal(client, alice):
+    run = make_run("busy", status=Run.Status.RUNNING)
+    make_step(run, 0)
+    client.force_login(alice)
+    assert 'id="step-0" hx-preserve="true"' in client.get(_url(run)).content.decode()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
+    assert "hx-preserve" not in client.get(_url(run)).content.decode()
 
 
 def test_it_draws_a_waterfall_of_step_timings(client, alice, finished):
@@ -115,11 +153,15 @@ def test_it_lists_effects_and_the_audit_trail(client, alice, finished, bob):
                               target_type="run", target_id=finished.id)
     AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="run.cancel",
                               target_type="run", target_id="another-run")
+    approval = Approval.objects.create(run=finished, position=1, name="approve-refund")
+    AuditEvent.objects.create(actor_id=alice.pk, actor_name="alice", action="approval.approve",
+                              target_type="approval", target_id=str(approval.pk))
     client.force_login(alice)
     body = client.get(_url(finished)).content.decode()
     assert effect.idempotency_key in body
+    assert body.count("<h2>Audit trail</h2>") == 1
     audit = re.search(r'<ol class="audit">.*?</ol>', body, re.S).group(0)
-    assert "effect.resolve" in audit and "run.resume" in audit
+    assert "effect.resolve" in audit and "run.resume" in audit and "approval.approve" in audit
     assert "run.cancel" not in audit
 
 
@@ -223,6 +265,7 @@ def test_it_counts_replays_of_steps_executed_by_the_real_engine(client, alice, r
     body = client.get(_url(run)).content.decode()
     origins = re.findall(r'<span class="origin">([^<]+)</span>', body)
     assert origins == ["executed, replayed 1 time", "executed, replayed 1 time", "executed"]
+    assert "<dt>Executor passes</dt><dd>2 " in body
 
 
 @pytest.mark.parametrize("steps", [5, 50])
@@ -233,7 +276,8 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
         make_step(run, position, start_ms=position * 10)
         make_effect(run, position)
     client.force_login(bob)
-    # session, user, user permissions, group permissions, run, steps, effects, audit
-    with django_assert_num_queries(8):
+    # session, user, user permissions, group permissions, run, steps, effects,
+    # approvals, audit trail
+    with django_assert_num_queries(9):
         response = client.get(_url(run))
     assert response.content.decode().count('class="step step-') == steps

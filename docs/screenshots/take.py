@@ -1,0 +1,97 @@
+"""Take the README's screenshots from the real app (demo web + worker, real Chromium).
+
+Run the demo against a scratch database first, with crash injection on so that one
+refund escalates, then this script, which starts a few more runs, waits for them
+and photographs the operator pages:
+
+    export DATABASE_URL=postgres://postgres@127.0.0.1:5432/durableruns_shots
+    export REDIS_URL=redis://127.0.0.1:6379/4 DURABLERUNS_CRASH_DIR=/tmp/shots-crash \\
+           DURABLERUNS_LEASE_TTL=3 DURABLERUNS_SWEEP_INTERVAL=1
+    python manage.py demo --port 8011 &
+    python docs/screenshots/take.py http://127.0.0.1:8011
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durableruns.settings")
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+OUT = Path(__file__).resolve().parent
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-quic"]
+
+
+def _wait(predicate, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def seed() -> None:
+    import django
+
+    django.setup()
+    from durableruns.engine import crashpoints
+    from durableruns.engine.registry import load_agent_modules
+    from durableruns.engine.runs import start_run
+    from durableruns.models import Run
+
+    load_agent_modules(["durableruns.demo.agents"])
+    crash_dir = os.environ["DURABLERUNS_CRASH_DIR"]
+    Path(crash_dir).mkdir(parents=True, exist_ok=True)
+    crashpoints.arm(crash_dir, "refund-unsafe-A-1001", crashpoints.AFTER_EFFECT_STARTED, 2)
+    start_run("refund-bot", {"order_id": "A-1001", "payments": "none"},
+              run_id="refund-unsafe-A-1001")
+    for order in ("A-1001", "A-1003"):
+        start_run("refund-bot", {"order_id": order, "payments": "lookup"},
+                  run_id=f"refund-{order}")
+    for topic in ("durable execution", "idempotency keys", "htmx dashboards"):
+        start_run("research-bot", {"topic": topic}, run_id=f"research-{topic.replace(' ', '-')}")
+    _wait(lambda: Run.objects.filter(pk="refund-unsafe-A-1001", status="escalated").exists(),
+          "the unsafe refund to escalate")
+    _wait(lambda: not Run.objects.filter(status__in=["queued", "running"]).exists(),
+          "the runs to settle")
+
+
+def shoot(base: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    pages = {
+        "runs.png": "/",
+        "run.png": "/runs/demo-research/",
+        "run-timeline.png": "/runs/demo-research/#steps",
+        "effects.png": "/effects/",
+        "escalations.png": "/escalations/",
+        "replay.png": "/runs/demo-research/replay/",
+        "fork.png": "/runs/demo-refund-kettle/fork/?position=2",
+    }
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 720})
+        page.goto(f"{base}/login/")
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "operator-demo-pass")
+        page.click("button:has-text('Log in')")
+        page.wait_for_url(f"{base}/")
+        for name, path in pages.items():
+            page.goto(base + path)
+            if name == "run-timeline.png":
+                page.locator("h2:has-text('Steps')").evaluate("h => h.scrollIntoView()")
+            page.screenshot(path=str(OUT / name), full_page=False)
+            print("saved", OUT / name)
+        browser.close()
+
+
+if __name__ == "__main__":
+    seed()
+    shoot(sys.argv[1].rstrip("/"))
