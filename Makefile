@@ -2,9 +2,12 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-# Django 6 needs Python 3.12+; the machine's default python3 may be older.
-PYTHON ?= $(shell for p in python3.14 python3.13 python3.12 python3; do \
-	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null \
+# Django 6 needs Python 3.12+; the machine's default python3 may be older, and pyenv
+# shims of inactive versions do not run, so try each candidate and keep the first that works.
+PYTHON_CANDIDATES := python3.14 python3.13 python3.12 python3 \
+	$(shell ls -d $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] 2>/dev/null | sort -rV)
+PYTHON ?= $(shell for p in $(PYTHON_CANDIDATES); do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 \
 	&& { command -v $$p; break; }; done)
 
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durableruns

@@ -70,7 +70,9 @@ class Run(models.Model):
                 name="run_running_lease",
                 condition=Q(status="running"),
             ),
-            models.Index(fields=["wake_at"], name="run_waiting_wake", condition=Q(status="waiting")),
+            models.Index(
+                fields=["wake_at"], name="run_waiting_wake", condition=Q(status="waiting")
+            ),
             models.Index(fields=["rang_at"], name="run_queued_rang", condition=Q(status="queued")),
         ]
 

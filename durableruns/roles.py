@@ -49,7 +49,10 @@ def grant(user: Any, role: str) -> None:
     user.groups.add(Group.objects.get(name=role))
 
 
-def permission_required(perm: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+ViewFunction = Callable[..., HttpResponse]
+
+
+def permission_required(perm: str) -> Callable[[ViewFunction], ViewFunction]:
     """403 (not a login redirect) for a logged-in user without `perm`.
 
     Anonymous users never get here: LoginRequiredMiddleware sends them to log in.

@@ -83,6 +83,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default must just work
     # WAL lets the web process read while a worker writes; IMMEDIATE avoids
     # deadlocking upgrades from read to write locks between processes.
     DATABASES["default"]["OPTIONS"] = {

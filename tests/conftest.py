@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from durableruns import roles
@@ -94,7 +93,8 @@ class Processes:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
 
-    def _spawn(self, args: list[str], name: str, extra_env: dict[str, str] | None) -> subprocess.Popen:
+    def _spawn(self, args: list[str], name: str,
+               extra_env: dict[str, str] | None) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}-{len(self.procs)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "durableruns", *args],

@@ -27,7 +27,6 @@ from .checkpoints import migrate
 from .errors import (
     AmbiguousOutcome,
     BudgetExceeded,
-    DurableRunsError,
     NonDeterminismError,
     Suspend,
     TransientError,
@@ -283,13 +282,13 @@ class _EffectCall:
                  args: dict[str, Any], key: str) -> None:
         self.run, self.position, self.request = run, position, request
         self.tool, self.args, self.key = tool, args, key
-        self.lease = run._lease  # noqa: SLF001 - the effect call is part of the context
+        self.lease = run._lease
 
     def execute(self) -> Any:
         self.run.before_new_step(self.position)
         self.attempt = self.run.attempt_for(self.position)
         self.started = timezone.now()
-        existing = self.run._effects.get(self.position)  # noqa: SLF001
+        existing = self.run._effects.get(self.position)
         if existing is None:
             store.start_effect(
                 self.lease, position=self.position, key=self.key, tool=self.tool.name,

@@ -48,7 +48,7 @@ class UnknownAgent(DurableRunsError, LookupError):
     """No agent is registered under that name (and version)."""
 
 
-class RunStopped(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class RunStopped(BaseException):
     """Stops the run with a recorded reason; agent code's `except Exception` cannot swallow it."""
 
     code = "stopped"
@@ -71,7 +71,7 @@ class AgentVersionUnavailable(RunStopped):
     code = "agent_version_unavailable"
 
 
-class Suspend(BaseException):  # noqa: N818 - control flow
+class Suspend(BaseException):
     """Unwinds agent code so the run can wait without holding a worker."""
 
     def __init__(self, status: str, *, wake_at=None, reason: str = "", **fields: object) -> None:
@@ -82,7 +82,7 @@ class Suspend(BaseException):  # noqa: N818 - control flow
         self.fields = fields
 
 
-class LeaseLost(BaseException):  # noqa: N818 - control flow
+class LeaseLost(BaseException):
     """Another executor owns the run now; this one must stop without writing."""
 
 

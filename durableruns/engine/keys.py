@@ -27,7 +27,8 @@ def canonical_json(value: Any, *, limit: int | None = None) -> str:
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"not JSON-serialisable: {exc}") from None
     if limit is not None and len(text.encode()) > limit:
-        raise SerializationError(f"payload is {len(text.encode())} bytes, over the {limit}-byte limit")
+        size = len(text.encode())
+        raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
     return text
 
 

@@ -24,8 +24,8 @@ class ModelClient(Protocol):
 def get_client() -> ModelClient:
     if settings.DURABLERUNS_MODEL_URL:
         return OpenAICompatibleClient()
-    client_path = getattr(settings, "DURABLERUNS_MODEL_CLIENT", "durableruns.demo.model.ScriptedModel")
-    return import_string(client_path)()
+    default = "durableruns.demo.model.ScriptedModel"
+    return import_string(getattr(settings, "DURABLERUNS_MODEL_CLIENT", default))()
 
 
 class OpenAICompatibleClient:

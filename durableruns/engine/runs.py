@@ -71,7 +71,8 @@ def _same_run(existing: Run, agent: registry.Agent, stored_input: Any) -> Run:
 
 
 def _ago(seconds: float) -> ExpressionWrapper:
-    return ExpressionWrapper(Now() - Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    delta = Value(timedelta(seconds=seconds))
+    return ExpressionWrapper(Now() - delta, output_field=DateTimeField())
 
 
 def due_for_doorbell() -> Q:

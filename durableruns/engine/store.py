@@ -27,7 +27,7 @@ from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints
 from .errors import LeaseLost
 from .keys import canonical_json
-from .redaction import redact  # noqa: F401 - re-exported for callers
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,8 @@ class Lease:
 
 
 def _in(seconds: float) -> ExpressionWrapper:
-    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    delta = Value(timedelta(seconds=seconds))
+    return ExpressionWrapper(Now() + delta, output_field=DateTimeField())
 
 
 def encode(value: Any) -> str:
@@ -109,7 +110,8 @@ def renew_lease(lease: Lease) -> bool:
 
 def release(lease: Lease, status: str, **fields: Any) -> bool:
     """Leave the run in `status`, giving up the lease; False if the lease was lost."""
-    updated = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner).update(
+    held = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner)
+    updated = held.update(
         status=status, lease_owner="", lease_expires_at=None, updated_at=Now(), **fields
     )
     if not updated:

@@ -13,7 +13,7 @@ class Command(BaseCommand):
         parser.add_argument("agent")
         parser.add_argument("--input", default="{}", help="the run input, a JSON object")
         parser.add_argument("--run-id", help="a client-chosen id; repeating it starts nothing new")
-        parser.add_argument("--agent-version", help="agent version (default: the newest registered)")
+        parser.add_argument("--agent-version", help="default: the newest registered version")
 
     def handle(self, *args: object, **options: object) -> None:
         try:
