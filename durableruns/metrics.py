@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from django.apps import apps
 from django.core.cache import cache
-from django.db.models import Count, Min
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -101,18 +101,26 @@ class DatabaseCollector(Collector):
         return family
 
     def _step_latency(self) -> HistogramMetricFamily:
+        """One aggregate query, however many steps finished in the window."""
         since = timezone.now() - LATENCY_WINDOW
-        durations = [
-            (finished - started).total_seconds()
-            for started, finished in Step.objects.filter(finished_at__gte=since)
-            .values_list("started_at", "finished_at")
-            .iterator()
-        ]
-        buckets = [(str(le), sum(1 for d in durations if d <= le)) for le in LATENCY_BUCKETS]
-        buckets.append(("+Inf", len(durations)))
+        duration = ExpressionWrapper(
+            F("finished_at") - F("started_at"), output_field=DurationField()
+        )
+        steps = Step.objects.filter(finished_at__gte=since).annotate(duration=duration)
+        counts = steps.aggregate(
+            total=Count("id"),
+            seconds=Sum("duration"),
+            **{
+                f"le{index}": Count("id", filter=Q(duration__lte=timedelta(seconds=le)))
+                for index, le in enumerate(LATENCY_BUCKETS)
+            },
+        )
+        buckets = [(str(le), counts[f"le{index}"]) for index, le in enumerate(LATENCY_BUCKETS)]
+        buckets.append(("+Inf", counts["total"]))
+        total = counts["seconds"].total_seconds() if counts["seconds"] else 0.0
         return HistogramMetricFamily(
             "durableruns_step_duration_seconds",
             f"Latency of steps finished in the last {int(LATENCY_WINDOW.total_seconds())} s",
             buckets=buckets,
-            sum_value=sum(durations),
+            sum_value=total,
         )

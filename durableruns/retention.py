@@ -19,6 +19,7 @@ from functools import reduce
 from operator import or_
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -45,7 +46,19 @@ class Preview:
 def protected() -> Q:
     """Runs no policy may touch, whatever its scope."""
     unknown = Effect.objects.filter(run=OuterRef("pk"), state=Effect.State.UNKNOWN)
-    return ~Q(status__in=TERMINAL_STATUSES) | Q(legal_hold=True) | Q(Exists(unknown))
+    guard = ~Q(status__in=TERMINAL_STATUSES) | Q(legal_hold=True) | Q(Exists(unknown))
+    pending = _pending_approvals()
+    return guard | Q(Exists(pending)) if pending is not None else guard
+
+
+def _pending_approvals() -> models.QuerySet | None:
+    """A run with a pending approval is `awaiting_approval` (never terminal); where the
+    Approval model exists, its pending rows are checked as well, belt and braces."""
+    try:
+        approval = apps.get_model("durableruns", "Approval")
+    except LookupError:
+        return None
+    return approval.objects.filter(run=OuterRef("pk"), state="pending")
 
 
 def in_scope(policy: RetentionPolicy) -> Q:
@@ -157,7 +170,7 @@ def _lock_batch(policy: RetentionPolicy, batch_size: int, after: str) -> list[st
 def _delete(ids: list[str]) -> None:
     # Children forked from these runs keep existing; their parent link is cleared.
     Run.objects.filter(parent_id__in=ids).update(parent=None)
-    Run.objects.filter(pk__in=ids).delete()
+    Run.objects.filter(pk__in=ids).only("pk").delete()
 
 
 def _redact(ids: list[str]) -> None:

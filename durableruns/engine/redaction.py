@@ -125,11 +125,10 @@ def _key_text_pattern(keys: set[str]) -> re.Pattern[str] | None:
     """`password=hunter2`, `"api_key": "x"`, `token: abc` in free text (logs, messages)."""
     if not keys:
         return None
-    names = "|".join(sorted((re.escape(k).replace("_", "[_-]?") for k in keys), key=len,
-                            reverse=True))
-    return re.compile(
-        rf"(?i)(\b[\w-]*(?:{names})['\"]?\s*[=:]\s*)(['\"]?)([^\s'\",;&}}]+)"
+    names = "|".join(
+        sorted((re.escape(k).replace("_", "[_-]?") for k in keys), key=len, reverse=True)
     )
+    return re.compile(rf"(?i)(\b[\w-]*(?:{names})['\"]?\s*[=:]\s*)(['\"]?)([^\s'\",;&}}]+)")
 
 
 def _is_secret_key(key: str, rules: frozenset[str]) -> bool:
@@ -140,7 +139,8 @@ def _is_secret_key(key: str, rules: frozenset[str]) -> bool:
 def _redact(value: Any, rules: Rules) -> Any:
     if isinstance(value, dict):
         return {
-            k: REDACTED if isinstance(k, str) and _is_secret_key(k, rules.keys)
+            k: REDACTED
+            if isinstance(k, str) and _is_secret_key(k, rules.keys)
             else _redact(v, rules)
             for k, v in value.items()
         }

@@ -12,8 +12,9 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from .. import audit, retention
 from ..engine import registry
@@ -140,6 +141,8 @@ def _save_with_preview(
         candidate.save()
         audit.record(request.user, action, candidate, before=before, after=_snapshot(candidate))
     messages.success(request, f"Saved policy {candidate.name!r}: {pending}.")
+    if request.htmx:  # the form was swapped in place; show the whole page again
+        return HttpResponseClientRedirect(reverse("policies"))
     return redirect("policies")
 
 

@@ -51,6 +51,16 @@ def test_it_renders_the_preview_partial_for_htmx(client, carol):
     assert body.lstrip().startswith('<form method="post"') and "would delete 0 runs" in body
 
 
+def test_an_htmx_save_sends_the_browser_back_to_the_list(client, carol):
+    client.force_login(carol)
+    response = client.post(
+        reverse("policy-create"), {**FORM, "confirm": "save"}, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == reverse("policies")
+    assert RetentionPolicy.objects.filter(name="drop-failed").exists()
+
+
 def test_it_refuses_an_invalid_policy(client, carol):
     client.force_login(carol)
     response = client.post(

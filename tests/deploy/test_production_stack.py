@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import socket
@@ -18,6 +17,7 @@ from django.urls import Resolver404, resolve
 
 from durableruns.models import Run
 from tests.conftest import ROOT, Processes, wait_for
+from tests.deploy.environ import deployment_environ as _deployment_environ
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
 HTTPS = {"X-Forwarded-Proto": "https"}  # what the TLS-terminating proxy adds
@@ -36,7 +36,7 @@ def stack(tmp_path, settings):
     db = connection.settings_dict
     queue = f"prod-{uuid.uuid4().hex[:8]}"
     env = {
-        **os.environ,
+        **_deployment_environ(),
         "DJANGO_SETTINGS_MODULE": "durableruns.settings_production",
         "SECRET_KEY": secrets.token_urlsafe(60),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",

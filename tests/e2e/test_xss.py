@@ -4,12 +4,11 @@ would be blocked by the Content-Security-Policy anyway. htmx keeps working under
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.utils import timezone
 
 from durableruns.models import Effect, RedactionRule, RetentionPolicy, Run, Step
+from tests.e2e.admin_browser import browser, page  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -24,49 +23,7 @@ CORPUS = [
     "<details open ontoggle=window.__xss=1>",
     "<style>body{display:none}</style>",
 ]
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 INJECTED = "img[src='x'], svg, iframe, #xss-link, details[ontoggle], main style"
-
-
-@pytest.fixture
-def browser():
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser, live_server, carol):
-    context = browser.new_context()
-    page = context.new_page()
-    page.dialogs = []
-    page.csp_errors = []
-    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-    page.on(
-        "console",
-        lambda msg: "Content Security Policy" in msg.text and page.csp_errors.append(msg.text),
-    )
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "carol")
-    page.fill("#id_password", "carol-password-1")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    yield page
-    context.close()
 
 
 def _hostile_run(index: int, payload: str) -> Run:
@@ -135,14 +92,14 @@ def _hostile_run(index: int, payload: str) -> Run:
     return run
 
 
-def _assert_inert(page, where: str) -> None:
-    page.locator("main").first.wait_for()
-    assert page.evaluate("() => window.__xss") is None, where
-    assert page.dialogs == [], where
-    assert page.locator(INJECTED).count() == 0, where
+def _assert_inert(tab, where: str) -> None:
+    tab.locator("main").first.wait_for()
+    assert tab.evaluate("() => window.__xss") is None, where
+    assert tab.dialogs == [], where
+    assert tab.locator(INJECTED).count() == 0, where
 
 
-def test_the_corpus_renders_as_text_and_executes_nothing(page, live_server):
+def test_the_corpus_renders_as_text_and_executes_nothing(page, live_server):  # noqa: F811
     runs = [_hostile_run(index, payload) for index, payload in enumerate(CORPUS)]
     RetentionPolicy.objects.create(
         name=CORPUS[1][:100], statuses=["failed"], age_days=30, action="delete"
@@ -163,7 +120,7 @@ def test_the_corpus_renders_as_text_and_executes_nothing(page, live_server):
     assert page.csp_errors == []
 
 
-def test_htmx_refreshes_a_live_run_under_the_content_security_policy(page, live_server):
+def test_htmx_refreshes_a_live_run_under_the_content_security_policy(page, live_server):  # noqa: F811
     run = Run.objects.create(
         id="live",
         agent="refund-bot",

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
 
 from tests.conftest import ROOT
+from tests.deploy.environ import deployment_environ as _deployment_environ
 
 
 def _production_env(**extra: str) -> dict[str, str]:
     return {
-        **os.environ,
+        **_deployment_environ(),
         "DJANGO_SETTINGS_MODULE": "durableruns.settings_production",
         "SECRET_KEY": secrets.token_urlsafe(60),
         "ALLOWED_HOSTS": "runs.example.com",
