@@ -52,7 +52,7 @@ class Run(models.Model):
     fork_position = models.PositiveIntegerField(null=True, blank=True)
     # A sandboxed run (a fork made to try something) never calls write tools; its
     # ledger records what they would have been called with.
-    sandbox = models.BooleanField(default=False)
+    sandbox = models.BooleanField(default=False, db_default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -56,7 +56,8 @@ class Lease:
 
 
 def _in(seconds: float) -> ExpressionWrapper:
-    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    delta = Value(timedelta(seconds=seconds))
+    return ExpressionWrapper(Now() + delta, output_field=DateTimeField())
 
 
 # A JSON escape of NUL that is not itself an escaped backslash followed by "u0000".

@@ -3,8 +3,6 @@ conftest, so other areas' tests/e2e/conftest.py can merge without a clash)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 CHROMIUM_ARGS = [
@@ -20,7 +18,6 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture
 def browser():
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,10 +11,6 @@ from durableruns.demo.models import ProviderCall
 from durableruns.engine.runs import start_run
 from durableruns.models import Approval, Run
 from tests.conftest import wait_for
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls the
-# tests make around it are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

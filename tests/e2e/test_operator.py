@@ -3,7 +3,6 @@ an escalation, fork a finished run, and see a dry replay diverge after a code ch
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -15,10 +14,6 @@ from durableruns.engine.runs import start_run
 from durableruns.models import Effect, Run
 from tests.conftest import wait_for
 from tests.web import agents as dashboard_agents
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests
-# make around it are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
