@@ -16,14 +16,13 @@ import logging
 from collections.abc import Iterator
 from datetime import timedelta
 
-from django.apps import apps
 from django.core.cache import cache
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from .models import Effect, Run, Step
+from .models import Approval, Effect, Run, Step
 
 log = logging.getLogger(__name__)
 LATENCY_WINDOW = timedelta(minutes=15)
@@ -67,14 +66,8 @@ class DatabaseCollector(Collector):
         return family
 
     def _approvals(self) -> Iterator[GaugeMetricFamily]:
-        try:
-            approval = apps.get_model("durableruns", "Approval")
-            pending = approval.objects.filter(state="pending")
-            count, oldest = pending.count(), pending.aggregate(t=Min("created_at"))["t"]
-        except LookupError:
-            # Without the Approval model, a run with a pending approval is awaiting_approval.
-            pending = Run.objects.filter(status=Run.Status.AWAITING_APPROVAL)
-            count, oldest = pending.count(), pending.aggregate(t=Min("updated_at"))["t"]
+        pending = Approval.objects.filter(state=Approval.State.PENDING)
+        count, oldest = pending.count(), pending.aggregate(t=Min("created_at"))["t"]
         age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
         yield GaugeMetricFamily(
             "durableruns_pending_approvals", "Approvals waiting for a reviewer", value=count

@@ -263,6 +263,9 @@ class Approval(models.Model):
         EDIT = "edit", "edit and approve"
         EXPIRE = "expire", "expired"
 
+    # What a retention policy's redact action blanks (see durableruns/retention.py).
+    RETENTION_REDACT_FIELDS = ("summary", "payload", "edited_payload")
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     position = models.PositiveIntegerField()
     name = models.CharField(max_length=100)

@@ -19,13 +19,12 @@ from functools import reduce
 from operator import or_
 from typing import Any
 
-from django.apps import apps
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from .models import Effect, RetentionPolicy, RetentionSweep, Run, Step
+from .models import Approval, Effect, RetentionPolicy, RetentionSweep, Run, Step
 
 log = logging.getLogger(__name__)
 Action = RetentionPolicy.Action
@@ -47,18 +46,8 @@ def protected() -> Q:
     """Runs no policy may touch, whatever its scope."""
     unknown = Effect.objects.filter(run=OuterRef("pk"), state=Effect.State.UNKNOWN)
     guard = ~Q(status__in=TERMINAL_STATUSES) | Q(legal_hold=True) | Q(Exists(unknown))
-    pending = _pending_approvals()
-    return guard | Q(Exists(pending)) if pending is not None else guard
-
-
-def _pending_approvals() -> models.QuerySet | None:
-    """A run with a pending approval is `awaiting_approval` (never terminal); where the
-    Approval model exists, its pending rows are checked as well, belt and braces."""
-    try:
-        approval = apps.get_model("durableruns", "Approval")
-    except LookupError:
-        return None
-    return approval.objects.filter(run=OuterRef("pk"), state="pending")
+    pending = Approval.objects.filter(run=OuterRef("pk"), state=Approval.State.PENDING)
+    return guard | Q(Exists(pending))
 
 
 def in_scope(policy: RetentionPolicy) -> Q:

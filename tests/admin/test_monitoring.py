@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from durableruns import metrics
-from durableruns.models import Effect, Run, Step
+from durableruns.models import Approval, Effect, Run, Step
 from tests.admin.factories import make_run
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +54,8 @@ def test_metrics_report_runs_approvals_escalations_and_steps(client, settings):
     make_run("done", Run.Status.SUCCEEDED)
     make_run("esc", Run.Status.ESCALATED, effect_state=Effect.State.UNKNOWN)
     waiting = make_run("wait", Run.Status.AWAITING_APPROVAL)
-    Run.objects.filter(pk=waiting.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    approval = Approval.objects.create(run=waiting, position=0, name="refund", payload={})
+    Approval.objects.filter(pk=approval.pk).update(created_at=timezone.now() - timedelta(minutes=5))
     now = timezone.now()
     Step.objects.create(
         run=waiting,
