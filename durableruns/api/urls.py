@@ -28,5 +28,5 @@ urlpatterns = [
     path("approvals/<int:approval_id>/decide/", views.approval_decide,
          name="api-approval-decide"),
     # Clients of a JSON API get JSON errors, also for a path nothing here matches.
-    re_path(r"", views.not_found),
+    re_path(r"", views.not_found, name="api-not-found"),
 ]

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-import pytest
+import os
 
-
-@pytest.fixture(autouse=True)
-def _sync_orm_beside_playwright(monkeypatch):
-    """Playwright's sync API runs an event loop in the test thread; the ORM calls the
-    tests make around it are still plain synchronous calls. Scoped to each browser
-    test, so no other test (or process it starts) inherits the switch."""
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# Playwright's sync API runs an event loop in the test thread, and its browser
+# fixtures live across tests; the ORM calls the tests make around it are still
+# plain synchronous calls. Processes that stand for a deployment are started
+# without this switch (tests/deploy/environ.py).
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

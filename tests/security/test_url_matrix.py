@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from durableruns import roles
-from durableruns.models import RedactionRule, RetentionPolicy, Run
+from durableruns.models import Approval, Effect, RedactionRule, RetentionPolicy, Run, Step
 
 pytestmark = pytest.mark.django_db
 
@@ -42,6 +43,8 @@ ADMIN_ACTION = _by_role(302, 403, 403, 403, 302)
 OPERATOR_ACTION = _by_role(302, 403, 403, 302, 302)
 PUBLIC = _by_role(200, 200, 200, 200, 200)
 RUN = {"run_id": "r1"}
+API_VIEW = _by_role(401, 403, 200, 200, 200)
+API_OPERATE = _by_role(401, 403, 403, 415, 415)
 
 EXPECTED: dict[str, Expect] = {
     "runs": Expect("GET", VIEW_PAGE),
@@ -63,6 +66,46 @@ EXPECTED: dict[str, Expect] = {
     "redaction-rule-delete": Expect("POST", ADMIN_ACTION, {"pk": "rule"}),
     "run-hold": Expect("POST", OPERATOR_ACTION, RUN),
     "run-release": Expect("POST", ADMIN_ACTION, RUN),
+    # Reviewers' inbox: every role may read it; deciding needs decide_approval (an
+    # empty form is refused with 400 once the permission check has let one in).
+    "approvals": Expect("GET", VIEW_PAGE),
+    "approval": Expect("GET", VIEW_PAGE, {"pk": "approval"}),
+    "decide_approval": Expect("POST", _by_role(302, 403, 400, 403, 400), {"pk": "approval"}),
+    # Operator dashboard: reading is for every role, acting needs operate_run.
+    "run-statuses": Expect("GET", VIEW_PAGE),
+    "run-step": Expect("GET", VIEW_PAGE, {"run_id": "r1", "position": 0}),
+    "effects": Expect("GET", VIEW_PAGE),
+    "escalations": Expect("GET", VIEW_PAGE),
+    "run-replay": Expect("GET", _by_role(302, 403, 403, 200, 200), RUN),
+    # GET is the fork confirmation page (400 without a position); the POST forks.
+    "run-fork": Expect("GET", _by_role(302, 403, 403, 400, 400), RUN),
+    # GET is the bulk confirmation page ("cancel 12 runs?"); nothing selected: back.
+    "runs-bulk": Expect("GET", _by_role(302, 403, 403, 302, 302)),
+    "run-cancel": Expect("POST", OPERATOR_ACTION, RUN),
+    "run-resume": Expect("POST", OPERATOR_ACTION, RUN),
+    "escalation-resolve": Expect("POST", _by_role(302, 403, 403, 400, 400),
+                                 {"effect_id": "effect"}),
+    # JSON API: 401 without credentials; form-encoded bodies are refused with 415
+    # once the permission check has let the caller in.
+    "api-schema": Expect("GET", PUBLIC),
+    "api-not-found": Expect("GET", _by_role(404, 404, 404, 404, 404)),
+    "api-runs": Expect("GET", API_VIEW),
+    "api-run": Expect("GET", API_VIEW, RUN),
+    "api-run-steps": Expect("GET", API_VIEW, RUN),
+    "api-run-effects": Expect("GET", API_VIEW, RUN),
+    "api-run-approvals": Expect("GET", API_VIEW, RUN),
+    "api-effects": Expect("GET", API_VIEW),
+    "api-effect": Expect("GET", API_VIEW, {"effect_id": "effect"}),
+    "api-approvals": Expect("GET", API_VIEW),
+    "api-approval": Expect("GET", API_VIEW, {"approval_id": "approval"}),
+    "api-run-replay": Expect("GET", _by_role(401, 403, 403, 200, 200), RUN),
+    "api-run-fork-preview": Expect("GET", _by_role(401, 403, 403, 400, 400), RUN),
+    "api-run-cancel": Expect("POST", _by_role(401, 403, 403, 409, 409), RUN),
+    "api-run-resume": Expect("POST", _by_role(401, 403, 403, 409, 409), RUN),
+    "api-run-fork": Expect("POST", API_OPERATE, RUN),
+    "api-effect-resolve": Expect("POST", API_OPERATE, {"effect_id": "effect"}),
+    "api-approval-decide": Expect("POST", _by_role(401, 403, 415, 403, 415),
+                                  {"approval_id": "approval"}),
     # The demo's stand-in payment/email providers: an HTTP API for the demo tools,
     # authenticated by nobody (they are local stand-ins), exempt from CSRF.
     "provider-order": Expect("GET", PUBLIC, {"order_id": "A-1001"}),
@@ -119,7 +162,14 @@ def objects(db):
         name="p", statuses=["failed"], age_days=30, action="delete"
     )
     rule = RedactionRule.objects.create(kind="key", value="employee_id")
-    return {"policy": policy.pk, "rule": rule.pk}
+    now = timezone.now()
+    Step.objects.create(run_id="r1", position=0, step_id="0-x", kind="compute", name="x",
+                        started_at=now, finished_at=now)
+    effect = Effect.objects.create(run_id="r1", position=1, idempotency_key="r1:1-refund:refund:0",
+                                   tool="refund", tool_kind="unsafe_write", fingerprint="0",
+                                   args={}, started_at=now)
+    approval = Approval.objects.create(run_id="r1", position=2, name="refund", payload={})
+    return {"policy": policy.pk, "rule": rule.pk, "effect": effect.pk, "approval": approval.pk}
 
 
 def _client(role: str, django_user_model, **client_kwargs: Any) -> Client:
