@@ -77,7 +77,8 @@ class Command(BaseCommand):
         manage = [sys.executable, str(Path(settings.BASE_DIR, "manage.py"))]
         celery = [sys.executable, "-m", "celery", "-A", "durableruns"]
         return [
-            subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], env=env),
+            subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload",
+                              "--insecure"], env=env),
             subprocess.Popen([*celery, "worker", "--beat", "--pool=prefork", "--concurrency=2",
                               "--loglevel=INFO", "-s", str(Path(settings.VAR_DIR, "beat"))],
                              env=env),
@@ -92,7 +93,13 @@ def _prepare_broker_folders() -> None:
     Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _wait(children: list[subprocess.Popen]) -> None:
+    # `kill` (SIGTERM) stops the demo like Ctrl-C does, children included.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         while all(child.poll() is None for child in children):
             time.sleep(0.5)
