@@ -259,6 +259,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 _ok(v["median"] < PAGE_TARGET_MS and constant),
             )
         )
+    rows += _query_constancy(dash.get("pages", {}))
     mem = results.get("memory", {})
     if "growth_pct" in mem:
         rows.append(
@@ -267,6 +268,33 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f"{mem['total']:,} runs",
                 f"{mem['growth_pct']:+.1f}%",
                 _ok(abs(mem["growth_pct"]) <= MEMORY_TARGET_PCT),
+            )
+        )
+    return rows
+
+
+def _query_constancy(pages: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Query counts that must not depend on which page, or on how big the run is."""
+    groups = {
+        "runs list: same queries on first, filtered and deep pages": (
+            "runs_first_page",
+            "runs_filtered",
+            "runs_deep_page",
+        ),
+        "run detail: same queries for 10 and 50 steps": ("run_detail", "run_detail_50_steps"),
+    }
+    rows = []
+    for label, names in groups.items():
+        counts = {n: pages[n]["queries"] for n in names if n in pages and "queries" in pages[n]}
+        if len(counts) < 2:
+            rows.append((label, "not measured", _ok(None)))
+            continue
+        seen = {tuple(c) for c in counts.values()}
+        rows.append(
+            (
+                label,
+                ", ".join(f"{n} {c}" for n, c in counts.items()),
+                _ok(len(seen) == 1 and all(len(c) == 1 for c in counts.values())),
             )
         )
     return rows
