@@ -330,17 +330,18 @@ def _step_md(r: dict[str, Any]) -> list[str]:
         f"{r['rounds']} interleaved rounds of {r['steps_per_round']} trivial steps per "
         "system, same Postgres, one process (`python -m benchmarks.step_overhead`).",
         "",
-        "| system | median ms | p95 ms | median / floor | median - floor ms |",
-        "|---|---|---|---|---|",
+        "| system | median ms | p95 ms | median / floor | median - floor ms | client CPU ms/step |",
+        "|---|---|---|---|---|---|",
     ]
     floor = r["systems"]["floor"]["median"]
     for key, v in r["systems"].items():
+        cpu = f"{v['cpu_ms_per_step']:.3f}" if "cpu_ms_per_step" in v else ""
         lines.append(
             f"| {STEP_LABELS.get(key, key)} | {v['median']:.3f} | {v['p95']:.3f} | "
-            f"{v['ratio_to_floor']:.2f}x | {v['median'] - floor:+.3f} |"
+            f"{v['ratio_to_floor']:.2f}x | {v['median'] - floor:+.3f} | {cpu} |"
         )
     for key, why in r.get("peers_not_measured", {}).items():
-        lines.append(f"| {key} | {why} | | | |")
+        lines.append(f"| {key} | {why} | | | | |")
     return lines
 
 
