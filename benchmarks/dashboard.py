@@ -423,7 +423,7 @@ def _time_page(client: Any, url: str, repeats: int) -> dict[str, Any]:
 
     for _ in range(2):  # warm caches, templates and the connection
         client.get(url)
-    times, query_counts = [], set()
+    times, sql_times, query_counts = [], [], set()
     for _ in range(repeats):
         with CaptureQueriesContext(connection) as queries:
             started = time.perf_counter()
@@ -432,9 +432,13 @@ def _time_page(client: Any, url: str, repeats: int) -> dict[str, Any]:
         if response.status_code != 200:
             return {"url": url, "not_measured": f"HTTP {response.status_code}"}
         query_counts.add(len(queries))
+        # Time inside the database driver: the rest is Python (views, ORM, templates).
+        sql_times.append(sum(float(q["time"]) for q in queries.captured_queries) * 1000)
     return {
         "url": url,
         **summary(times),
+        "sql_median": summary(sql_times)["median"],
+        "slowest_query": max(queries.captured_queries, key=lambda q: float(q["time"]))["sql"][:300],
         "queries": sorted(query_counts),
         "bytes": len(response.content),
     }

@@ -394,17 +394,22 @@ def _dashboard_md(r: dict[str, Any]) -> list[str]:
         "time through Django's test Client (all middleware, logged-in operator); the query "
         "count includes the session and user lookups.",
         "",
-        "| page | URL | median ms | p95 ms | queries |",
-        "|---|---|---|---|---|",
+        "| page | URL | median ms | p95 ms | of which SQL ms | queries |",
+        "|---|---|---|---|---|---|",
     ]
     for page, v in r["pages"].items():
         if "not_measured" in v:
-            lines.append(f"| {page} | | not measured: {v['not_measured']} | | |")
+            lines.append(f"| {page} | | not measured: {v['not_measured']} | | | |")
         else:
+            sql = f"{v['sql_median']:.1f}" if "sql_median" in v else ""
             lines.append(
-                f"| {page} | `{v['url'][:70]}` | {v['median']:.1f} | {v['p95']:.1f} | "
+                f"| {page} | `{v['url'][:70]}` | {v['median']:.1f} | {v['p95']:.1f} | {sql} | "
                 f"{', '.join(map(str, v['queries']))} |"
             )
+    slowest = {p: v["slowest_query"] for p, v in r["pages"].items() if "slowest_query" in v}
+    if slowest:
+        lines += ["", "The slowest query of each page (last request):", ""]
+        lines += [f"- {page}: `{sql}`" for page, sql in slowest.items()]
     return lines
 
 
