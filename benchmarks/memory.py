@@ -36,7 +36,7 @@ def measure(quick: bool) -> dict[str, Any]:
         prefix = f"mem-{uuid.uuid4().hex[:8]}"
         ring_all(create_runs(total, "bench-effect", {"steps": STEPS_PER_RUN}, prefix), pool.queue)
         # Under load a worker can be slow: stop at a deadline and say how far it got.
-        deadline = time.monotonic() + (45 if quick else 400)
+        deadline = time.monotonic() + (45 if quick else 300)
         while marks:
             done = _completed(prefix)
             if done >= marks[0] or (time.monotonic() > deadline and done >= first):

@@ -85,7 +85,7 @@ def measure(quick: bool) -> dict[str, Any]:
     from .agents import create_sink
 
     create_sink()
-    runs_per_config = 40 if quick else 300
+    runs_per_config = 40 if quick else 200
     log_dir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     results = []
     for processes in (1, 2, 4):
