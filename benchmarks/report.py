@@ -318,6 +318,7 @@ def _section_md(name: str, r: dict[str, Any]) -> list[str]:
 STEP_LABELS = {
     "floor": "floor: psycopg INSERT of a step-shaped row in autocommit (1 round trip, 1 commit)",
     "floor_transaction": "same INSERT + explicit COMMIT (psycopg: BEGIN, INSERT, COMMIT)",
+    "floor_fenced": "the engine's fenced `INSERT ... SELECT ... FOR SHARE`, bare psycopg, prepared",
     "engine": "**durableruns**: `executor.advance`, interval between step checkpoints",
     "engine_commit": "durableruns: `store.commit_step` alone",
     "dbos": "DBOS Transact: `@DBOS.step` in a `@DBOS.workflow`",
