@@ -91,7 +91,21 @@ def setup_django(suffix: str = "", *, fresh: bool = False, **env: str) -> str:
     from durableruns.engine.executor import worker_ready
 
     worker_ready()
+    _cancel_leftovers()
     return url
+
+
+def _cancel_leftovers() -> None:
+    """Cancel runs an earlier section left unfinished in this (bench-only) database.
+
+    A section stopped by its time limit leaves queued runs behind; a later section's
+    sweeper would ring them all, and its workers would be busy with them.
+    """
+    from durableruns.models import Run
+
+    Run.objects.exclude(status__in=Run.TERMINAL).update(
+        status=Run.Status.CANCELLED, lease_owner="", lease_expires_at=None, wake_at=None
+    )
 
 
 # --- Statistics ----------------------------------------------------------------
