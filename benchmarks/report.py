@@ -20,6 +20,12 @@ APPROVAL_TARGET_S = 1.0
 MEMORY_TARGET_PCT = 10.0
 
 
+def machine_now() -> str:
+    """When, and how busy the machine was: stamped on every section's result."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, load average {load}"
+
+
 def machine() -> dict[str, Any]:
     """What the figures depend on, and how busy the machine was."""
     info: dict[str, Any] = {
@@ -164,8 +170,10 @@ def render(
     out = [
         "# Benchmarks",
         "",
-        f"Written by {mode} on {before['date']} in {elapsed:.0f} s. Rerun with `make bench` "
-        "(about 15 minutes) or `make bench-quick` (under 3 minutes); the suite lives in "
+        f"Written by {mode} on {before['date']}; each section says when it was measured "
+        "(`--only` reruns some sections and keeps the others). Rerun with `make bench` "
+        "(about 10 minutes on a quiet machine, up to 20 under heavy load) or `make bench-quick` "
+        "(1 to 3 minutes); the suite lives in "
         "`benchmarks/` and never runs in `make test`. Every figure that matters is a ratio "
         "or a comparison measured in the same run, because absolute times on a shared "
         "2-core machine drift.",
@@ -193,7 +201,9 @@ def render(
         ("memory", "6. Worker memory"),
     ):
         if name in results:
-            out += ["", f"## {title}", "", *_section_md(name, results[name])]
+            when = results[name].get("measured_at")
+            stamp = [f"*Measured {when}.*", ""] if when else []
+            out += ["", f"## {title}", "", *stamp, *_section_md(name, results[name])]
     if ANALYSIS.exists():
         out += ["", ANALYSIS.read_text().strip()]
     return "\n".join(out) + "\n"
@@ -395,7 +405,7 @@ def _dashboard_md(r: dict[str, Any]) -> list[str]:
         "time through Django's test Client (all middleware, logged-in operator); the query "
         "count includes the session and user lookups.",
         "",
-        "| page | URL | median ms | p95 ms | of which SQL ms | queries |",
+        "| page | URL | median ms | p95 ms | of which SQL ms (1 ms steps) | queries |",
         "|---|---|---|---|---|---|",
     ]
     for page, v in r["pages"].items():
