@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -260,10 +261,16 @@ def _forget_queue(queue: str) -> None:
 @contextmanager
 def workers(database_url: str, log_dir: Path, **env: str) -> Iterator[Workers]:
     pool = Workers(database_url, log_dir, **env)
+    finished = False
     try:
         yield pool
+        finished = True
     finally:
         pool.stop_all()
+        if finished:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        else:
+            print(f"worker logs kept in {log_dir}", file=sys.stderr)
 
 
 def rss_bytes(pid: int) -> int:
