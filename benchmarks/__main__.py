@@ -29,8 +29,25 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the big dashboard database")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="rewrite --out from its .json (e.g. after editing ANALYSIS.md)",
+    )
     args = parser.parse_args()
     raw = args.out.with_suffix(".json")
+    if args.render_only:
+        record = json.loads(raw.read_text())
+        args.out.write_text(
+            report.render(
+                record["results"],
+                record["machine"],
+                record["machine"],
+                quick=record["quick"],
+                elapsed=record.get("elapsed", 0),
+            )
+        )
+        return 0
     previous = _previous(raw, args) if args.only else {}
     machine_before = report.machine()
     results: dict[str, Any] = {}
@@ -48,13 +65,15 @@ def main() -> int:
             for name in SECTIONS
             if name in results or name in previous["results"]
         }
-        machine_before["date"] += (
-            f" (sections {', '.join(args.only)}; the others from {previous['machine']['date']})"
-        )
     text = report.render(results, machine_before, machine_after, quick=args.quick, elapsed=elapsed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    record = {"quick": args.quick, "machine": machine_before, "results": results}
+    record = {
+        "quick": args.quick,
+        "machine": machine_before,
+        "results": results,
+        "elapsed": elapsed,
+    }
     raw.write_text(json.dumps(record, indent=1, default=str))
     print(f"\nwrote {args.out} and {raw.name} ({elapsed:.0f} s in all)")
     return 0
@@ -91,6 +110,8 @@ def run_section(section: str, args: argparse.Namespace) -> dict[str, Any]:
             return {"error": proc.stderr[-3000:] or f"exit {proc.returncode}", "elapsed_s": elapsed}
         result = json.loads(out.read_text())
         result["elapsed_s"] = elapsed
+        # Sections may come from different runs (--only): each says when it was taken.
+        result["measured_at"] = report.machine_now()
         return result
 
 

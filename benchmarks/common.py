@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -91,7 +92,21 @@ def setup_django(suffix: str = "", *, fresh: bool = False, **env: str) -> str:
     from durableruns.engine.executor import worker_ready
 
     worker_ready()
+    _cancel_leftovers()
     return url
+
+
+def _cancel_leftovers() -> None:
+    """Cancel runs an earlier section left unfinished in this (bench-only) database.
+
+    A section stopped by its time limit leaves queued runs behind; a later section's
+    sweeper would ring them all, and its workers would be busy with them.
+    """
+    from durableruns.models import Run
+
+    Run.objects.exclude(status__in=Run.TERMINAL).update(
+        status=Run.Status.CANCELLED, lease_owner="", lease_expires_at=None, wake_at=None
+    )
 
 
 # --- Statistics ----------------------------------------------------------------
@@ -246,10 +261,16 @@ def _forget_queue(queue: str) -> None:
 @contextmanager
 def workers(database_url: str, log_dir: Path, **env: str) -> Iterator[Workers]:
     pool = Workers(database_url, log_dir, **env)
+    finished = False
     try:
         yield pool
+        finished = True
     finally:
         pool.stop_all()
+        if finished:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        else:
+            print(f"worker logs kept in {log_dir}", file=sys.stderr)
 
 
 def rss_bytes(pid: int) -> int:

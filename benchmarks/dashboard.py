@@ -4,7 +4,8 @@ A generator fills a database of its own (`durableruns_bench_dash`, dropped at th
 end unless --keep) with RUNS runs (COPY through psycopg), 10 steps per run and one
 effect per run (set-based INSERT ... SELECT on the server: no row crosses the wire
 or the ORM). Secondary indexes and foreign keys are dropped during the load and
-rebuilt after it (foreign keys NOT VALID), as a restore would do.
+rebuilt after it (foreign keys NOT VALID), as a restore would do; the step and
+effect tables are UNLOGGED (no WAL while loading; reading them costs the same).
 
 Pages are requested in-process through Django's test Client (all middleware, a
 logged-in operator), so the time is the server's: no network, no browser. The URLs
@@ -14,7 +15,9 @@ so the script follows the dashboard as it changes:
 - runs list, filtered:     reverse("runs") + "?status=failed"
 - runs list, deep page:    the page's own rel="next" link (a keyset cursor or a
                            page number), rewritten to point half-way into the data
-- run detail:              reverse("run", args=[a run half-way down])
+- run detail:              reverse("run", args=[a run half-way down]), 10 steps
+- run detail, 50 steps:    reverse("run", args=["big-run-50-steps"]), 5 effects: the
+                           same query count as the 10-step page, or it has an N+1
 - effect-key search:       reverse("effects") + "?key=<an idempotency key>"
 A page whose route or link does not exist in this branch is reported as such.
 """
@@ -38,6 +41,7 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 ID_PATTERN = re.compile(r"gen-\d{10}")
 ISO_PATTERN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)?")
 TABLES = ("durableruns_run", "durableruns_step", "durableruns_effect")
+UNLOGGED = ("durableruns_step", "durableruns_effect")
 
 
 def run_id(i: int) -> str:
@@ -101,13 +105,22 @@ def measure(quick: bool) -> dict[str, Any]:
 def generate(conn: Any, runs: int) -> None:
     conn.execute("SET maintenance_work_mem = '1GB'")
     dropped = _drop_secondary(conn)
+    # No WAL for the 11M history rows: faster, and kinder to a Postgres that others
+    # share (reads of an unlogged table cost the same). The database is thrown away.
+    for table in UNLOGGED:
+        conn.execute(f"ALTER TABLE {table} SET UNLOGGED")
     _copy_runs(conn, runs)
-    _insert_steps(conn)
-    _insert_effects(conn)
+    _insert_steps(
+        conn, f"FROM durableruns_run r CROSS JOIN generate_series(0, {STEPS_PER_RUN - 1}) AS p"
+    )
+    _insert_effects(conn, "FROM durableruns_run r CROSS JOIN (VALUES (5)) AS e(p)")
+    _add_big_run(conn)
     for statement in dropped:
         conn.execute(statement)
+    # Vacuum sets the visibility map (index-only scans) where pages list rows; the
+    # step table is only read by run, through its index, so statistics suffice.
     for table in TABLES:
-        conn.execute(f"VACUUM ANALYZE {table}")
+        conn.execute(f"{'ANALYZE' if table == 'durableruns_step' else 'VACUUM ANALYZE'} {table}")
 
 
 def _drop_secondary(conn: Any) -> list[str]:
@@ -218,7 +231,7 @@ def _insert_select(
     conn.execute(f"INSERT INTO {table} ({names}) SELECT {values} {source}")
 
 
-def _insert_steps(conn: Any) -> None:
+def _insert_steps(conn: Any, source: str) -> None:
     from durableruns.models import Step
 
     _insert_select(
@@ -239,11 +252,11 @@ def _insert_steps(conn: Any) -> None:
             "finished_at": "r.created_at + p * interval '100 ms' + interval '50 ms'",
             "schema_version": "1",
         },
-        f"FROM durableruns_run r CROSS JOIN generate_series(0, {STEPS_PER_RUN - 1}) AS p",
+        source,
     )
 
 
-def _insert_effects(conn: Any) -> None:
+def _insert_effects(conn: Any, source: str) -> None:
     from durableruns.models import Effect
 
     _insert_select(
@@ -252,8 +265,8 @@ def _insert_effects(conn: Any) -> None:
         "durableruns_effect",
         {
             "run_id": "r.id",
-            "position": "5",
-            "idempotency_key": _effect_key_sql("r.id"),
+            "position": "e.p",
+            "idempotency_key": _effect_key_sql("r.id", "e.p"),
             "tool": "'refund'",
             "tool_kind": "'idempotent_write'",
             "fingerprint": "substr(md5(r.id), 1, 16)",
@@ -264,12 +277,46 @@ def _insert_effects(conn: Any) -> None:
             "started_at": "r.created_at + interval '500 ms'",
             "finished_at": "r.created_at + interval '550 ms'",
         },
-        "FROM durableruns_run r",
+        source,
     )
 
 
-def _effect_key_sql(run_column: str) -> str:
-    return f"{run_column} || ':5-refund:refund:' || substr(md5({run_column}), 1, 16)"
+def _effect_key_sql(run_column: str, position: str) -> str:
+    return (
+        f"{run_column} || ':' || {position} || '-refund:refund:' || "
+        f"substr(md5({run_column} || {position}), 1, 16)"
+    )
+
+
+BIG_RUN = "big-run-50-steps"
+BIG_STEPS = 50
+
+
+def _add_big_run(conn: Any) -> None:
+    """One run with 5x the steps and effects: its page must cost the same number of queries."""
+    columns = [
+        c
+        for (c,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = "
+            "'durableruns_run' AND column_name <> 'id' ORDER BY ordinal_position"
+        ).fetchall()
+    ]
+    names = ", ".join(columns)
+    conn.execute(
+        # Column names come from the catalogue, values are parameters.
+        f"INSERT INTO durableruns_run (id, {names}) SELECT %s, {names} "  # noqa: S608
+        "FROM durableruns_run WHERE id = %s",
+        [BIG_RUN, run_id(1)],
+    )
+    where = f"WHERE r.id = '{BIG_RUN}'"
+    _insert_steps(
+        conn, f"FROM durableruns_run r CROSS JOIN generate_series(0, {BIG_STEPS - 1}) AS p {where}"
+    )
+    _insert_effects(
+        conn,
+        f"FROM durableruns_run r CROSS JOIN generate_series(5, {BIG_STEPS - 1}, "
+        f"10) AS e(p) {where}",
+    )
 
 
 # --- The pages --------------------------------------------------------------------
@@ -318,6 +365,7 @@ def _page_urls(client: Any, middle: int, effect_key: str) -> dict[str, str]:
         "runs_filtered": f"{runs_url}?status=failed" if runs_url else "no route named 'runs'",
         "runs_deep_page": _deep_url(client, runs_url, middle) if runs_url else "no runs list",
         "run_detail": detail or "no route named 'run'",
+        "run_detail_50_steps": _reverse("run", BIG_RUN) or "no route named 'run'",
         "effect_key_search": (
             f"{effects}?{urlencode({'key': effect_key})}"
             if effects
@@ -375,7 +423,7 @@ def _time_page(client: Any, url: str, repeats: int) -> dict[str, Any]:
 
     for _ in range(2):  # warm caches, templates and the connection
         client.get(url)
-    times, query_counts = [], set()
+    times, sql_times, query_counts = [], [], set()
     for _ in range(repeats):
         with CaptureQueriesContext(connection) as queries:
             started = time.perf_counter()
@@ -384,9 +432,13 @@ def _time_page(client: Any, url: str, repeats: int) -> dict[str, Any]:
         if response.status_code != 200:
             return {"url": url, "not_measured": f"HTTP {response.status_code}"}
         query_counts.add(len(queries))
+        # Time inside the database driver: the rest is Python (views, ORM, templates).
+        sql_times.append(sum(float(q["time"]) for q in queries.captured_queries) * 1000)
     return {
         "url": url,
         **summary(times),
+        "sql_median": summary(sql_times)["median"],
+        "slowest_query": max(queries.captured_queries, key=lambda q: float(q["time"]))["sql"][:300],
         "queries": sorted(query_counts),
         "bytes": len(response.content),
     }

@@ -20,6 +20,12 @@ APPROVAL_TARGET_S = 1.0
 MEMORY_TARGET_PCT = 10.0
 
 
+def machine_now() -> str:
+    """When, and how busy the machine was: stamped on every section's result."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, load average {load}"
+
+
 def machine() -> dict[str, Any]:
     """What the figures depend on, and how busy the machine was."""
     info: dict[str, Any] = {
@@ -164,8 +170,10 @@ def render(
     out = [
         "# Benchmarks",
         "",
-        f"Written by {mode} on {before['date']} in {elapsed:.0f} s. Rerun with `make bench` "
-        "(about 15 minutes) or `make bench-quick` (under 3 minutes); the suite lives in "
+        f"Written by {mode} on {before['date']}; each section says when it was measured "
+        "(`--only` reruns some sections and keeps the others). Rerun with `make bench` "
+        "(about 10 minutes on a quiet machine, up to 20 under heavy load) or `make bench-quick` "
+        "(1 to 3 minutes); the suite lives in "
         "`benchmarks/` and never runs in `make test`. Every figure that matters is a ratio "
         "or a comparison measured in the same run, because absolute times on a shared "
         "2-core machine drift.",
@@ -193,7 +201,9 @@ def render(
         ("memory", "6. Worker memory"),
     ):
         if name in results:
-            out += ["", f"## {title}", "", *_section_md(name, results[name])]
+            when = results[name].get("measured_at")
+            stamp = [f"*Measured {when}.*", ""] if when else []
+            out += ["", f"## {title}", "", *stamp, *_section_md(name, results[name])]
     if ANALYSIS.exists():
         out += ["", ANALYSIS.read_text().strip()]
     return "\n".join(out) + "\n"
@@ -259,6 +269,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 _ok(v["median"] < PAGE_TARGET_MS and constant),
             )
         )
+    rows += _query_constancy(dash.get("pages", {}))
     mem = results.get("memory", {})
     if "growth_pct" in mem:
         rows.append(
@@ -267,6 +278,33 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f"{mem['total']:,} runs",
                 f"{mem['growth_pct']:+.1f}%",
                 _ok(abs(mem["growth_pct"]) <= MEMORY_TARGET_PCT),
+            )
+        )
+    return rows
+
+
+def _query_constancy(pages: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Query counts that must not depend on which page, or on how big the run is."""
+    groups = {
+        "runs list: same queries on first, filtered and deep pages": (
+            "runs_first_page",
+            "runs_filtered",
+            "runs_deep_page",
+        ),
+        "run detail: same queries for 10 and 50 steps": ("run_detail", "run_detail_50_steps"),
+    }
+    rows = []
+    for label, names in groups.items():
+        counts = {n: pages[n]["queries"] for n in names if n in pages and "queries" in pages[n]}
+        if len(counts) < 2:
+            rows.append((label, "not measured", _ok(None)))
+            continue
+        seen = {tuple(c) for c in counts.values()}
+        rows.append(
+            (
+                label,
+                ", ".join(f"{n} {c}" for n, c in counts.items()),
+                _ok(len(seen) == 1 and all(len(c) == 1 for c in counts.values())),
             )
         )
     return rows
@@ -290,6 +328,7 @@ def _section_md(name: str, r: dict[str, Any]) -> list[str]:
 STEP_LABELS = {
     "floor": "floor: psycopg INSERT of a step-shaped row in autocommit (1 round trip, 1 commit)",
     "floor_transaction": "same INSERT + explicit COMMIT (psycopg: BEGIN, INSERT, COMMIT)",
+    "floor_fenced": "the engine's fenced `INSERT ... SELECT ... FOR SHARE`, bare psycopg, prepared",
     "engine": "**durableruns**: `executor.advance`, interval between step checkpoints",
     "engine_commit": "durableruns: `store.commit_step` alone",
     "dbos": "DBOS Transact: `@DBOS.step` in a `@DBOS.workflow`",
@@ -302,16 +341,18 @@ def _step_md(r: dict[str, Any]) -> list[str]:
         f"{r['rounds']} interleaved rounds of {r['steps_per_round']} trivial steps per "
         "system, same Postgres, one process (`python -m benchmarks.step_overhead`).",
         "",
-        "| system | median ms | p95 ms | median / floor |",
-        "|---|---|---|---|",
+        "| system | median ms | p95 ms | median / floor | median - floor ms | client CPU ms/step |",
+        "|---|---|---|---|---|---|",
     ]
+    floor = r["systems"]["floor"]["median"]
     for key, v in r["systems"].items():
+        cpu = f"{v['cpu_ms_per_step']:.3f}" if "cpu_ms_per_step" in v else ""
         lines.append(
             f"| {STEP_LABELS.get(key, key)} | {v['median']:.3f} | {v['p95']:.3f} | "
-            f"{v['ratio_to_floor']:.2f}x |"
+            f"{v['ratio_to_floor']:.2f}x | {v['median'] - floor:+.3f} | {cpu} |"
         )
     for key, why in r.get("peers_not_measured", {}).items():
-        lines.append(f"| {key} | {why} | | |")
+        lines.append(f"| {key} | {why} | | | | |")
     return lines
 
 
@@ -364,17 +405,22 @@ def _dashboard_md(r: dict[str, Any]) -> list[str]:
         "time through Django's test Client (all middleware, logged-in operator); the query "
         "count includes the session and user lookups.",
         "",
-        "| page | URL | median ms | p95 ms | queries |",
-        "|---|---|---|---|---|",
+        "| page | URL | median ms | p95 ms | of which SQL ms (1 ms steps) | queries |",
+        "|---|---|---|---|---|---|",
     ]
     for page, v in r["pages"].items():
         if "not_measured" in v:
-            lines.append(f"| {page} | | not measured: {v['not_measured']} | | |")
+            lines.append(f"| {page} | | not measured: {v['not_measured']} | | | |")
         else:
+            sql = f"{v['sql_median']:.1f}" if "sql_median" in v else ""
             lines.append(
-                f"| {page} | `{v['url'][:70]}` | {v['median']:.1f} | {v['p95']:.1f} | "
+                f"| {page} | `{v['url'][:70]}` | {v['median']:.1f} | {v['p95']:.1f} | {sql} | "
                 f"{', '.join(map(str, v['queries']))} |"
             )
+    slowest = {p: v["slowest_query"] for p, v in r["pages"].items() if "slowest_query" in v}
+    if slowest:
+        lines += ["", "The slowest query of each page (last request):", ""]
+        lines += [f"- {page}: `{sql}`" for page, sql in slowest.items()]
     return lines
 
 

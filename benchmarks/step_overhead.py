@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .common import db_url, libpq_url, section_main, setup_django, summary
@@ -23,6 +25,7 @@ def measure(quick: bool) -> dict[str, Any]:
     url = setup_django()
     rounds = 3 if quick else 10
     floor = Floor(libpq_url(url))
+    fenced = FencedFloor(libpq_url(url))
     engine = Engine()
     peers: dict[str, Any] = {}
     for name, factory in (("dbos", Dbos), ("langgraph", LangGraph)):
@@ -33,21 +36,27 @@ def measure(quick: bool) -> dict[str, Any]:
     samples: dict[str, list[float]] = {
         "floor": [],
         "floor_transaction": [],
+        "floor_fenced": [],
         "engine": [],
         "engine_commit": [],
     }
     for name in peers:
         samples[name] = []
+    cpu: dict[str, list[float]] = {name: [] for name in samples}
     for _ in range(rounds):
-        samples["floor"] += floor.round(autocommit=True)
-        samples["floor_transaction"] += floor.round(autocommit=False)
-        per_step, commits = engine.round()
+        samples["floor"] += _cpu(cpu["floor"], lambda: floor.round(autocommit=True))
+        samples["floor_transaction"] += _cpu(
+            cpu["floor_transaction"], lambda: floor.round(autocommit=False)
+        )
+        samples["floor_fenced"] += _cpu(cpu["floor_fenced"], fenced.round)
+        per_step, commits = _cpu(cpu["engine"], engine.round)
         samples["engine"] += per_step
         samples["engine_commit"] += commits
         for name, peer in peers.items():
             if not isinstance(peer, str):
-                samples[name] += peer.round()
+                samples[name] += _cpu(cpu[name], peer.round)
     floor.close()
+    fenced.close()
     for peer in peers.values():
         if not isinstance(peer, str):
             peer.close()
@@ -57,9 +66,23 @@ def measure(quick: bool) -> dict[str, Any]:
         if values:
             stats = summary([v * 1000 for v in values])
             stats["ratio_to_floor"] = stats["median"] / (floor_median * 1000)
+            if cpu[name]:
+                stats["cpu_ms_per_step"] = statistics.median(cpu[name]) * 1000
             result["systems"][name] = stats
     result["peers_not_measured"] = {k: v for k, v in peers.items() if isinstance(v, str)}
     return result
+
+
+def _cpu(sink: list[float], round_: Callable[[], Any]) -> Any:
+    """Run one round; append the calling thread's CPU seconds per step to `sink`.
+
+    CPU time does not wait for the disk or for other processes, so it shows the
+    client-side cost of each system even when a busy machine inflates wall time.
+    """
+    started = time.thread_time()
+    value = round_()
+    sink.append((time.thread_time() - started) / STEPS)
+    return value
 
 
 class Floor:
@@ -105,6 +128,72 @@ class Floor:
         self.conn.autocommit = True
         self.conn.execute("TRUNCATE bench_floor")
         self.conn.close()
+
+
+class FencedFloor:
+    """The engine's own checkpoint statement, sent bare from psycopg (prepared, autocommit).
+
+    The step row plus the fence check on the run row (`INSERT ... SELECT ... FOR
+    SHARE`), without any of the engine's Python: the gap between this and the floor
+    is what the fence costs in the database, the gap between the engine and this is
+    the engine's client-side work.
+    """
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+        from django.db.models.functions import Now
+
+        from durableruns.engine import store
+        from durableruns.models import Run
+
+        self.run = Run.objects.create(
+            id=f"bench-fenced-{uuid.uuid4().hex}",
+            agent="bench-trivial",
+            agent_version="1",
+            input={},
+            max_steps=100_000,
+            max_duration_seconds=3600,
+            rang_at=Now(),
+            lease_owner="bench-floor",
+            fence=1,
+        )
+        self.sql = (
+            f"INSERT INTO durableruns_step ({store._STEP_COLUMNS}) "
+            "SELECT id, %s, %s, 'compute', 'noop', '', %s, NULL, %s::jsonb, NULL, 1, now(), "
+            f"now(), 1 {store._fence_guard()} FOR SHARE"
+        )
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.position = 0
+
+    def round(self) -> list[float]:
+        times = []
+        last = time.perf_counter()
+        for _ in range(STEPS):
+            position = self.position
+            self.position += 1
+            cursor = self.conn.execute(
+                self.sql,
+                [
+                    position,
+                    f"{position}-noop",
+                    "0123456789abcdef",
+                    json.dumps(position),
+                    self.run.id,
+                    1,
+                    "bench-floor",
+                ],
+                prepare=True,
+            )
+            if cursor.rowcount != 1:
+                raise RuntimeError("the fenced floor's fence check failed")
+            now = time.perf_counter()
+            times.append(now - last)
+            last = now
+        return times
+
+    def close(self) -> None:
+        self.conn.close()
+        self.run.delete()
 
 
 class Engine:

@@ -22,15 +22,17 @@ def create_runs(count: int, agent: str, run_input: dict[str, Any], prefix: str) 
     """Queued runs created in one INSERT, as start_run would leave them (doorbell not rung)."""
     from django.db.models.functions import Now
 
+    from durableruns.engine import registry
     from durableruns.models import Run
 
+    max_steps = registry.get_agent(agent, "1").max_steps or 1_000
     runs = [
         Run(
             id=f"{prefix}-{i:06d}",
             agent=agent,
             agent_version="1",
             input=run_input,
-            max_steps=1_000,
+            max_steps=max_steps,
             max_duration_seconds=3600,
             rang_at=Now(),
         )
@@ -83,7 +85,7 @@ def measure(quick: bool) -> dict[str, Any]:
     from .agents import create_sink
 
     create_sink()
-    runs_per_config = 40 if quick else 300
+    runs_per_config = 40 if quick else 200
     log_dir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     results = []
     for processes in (1, 2, 4):
