@@ -12,6 +12,7 @@ import uuid
 
 import httpx
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 from django.urls import Resolver404, resolve
 
@@ -167,6 +168,10 @@ def test_it_completes_a_demo_run_under_gunicorn_with_production_settings(stack, 
     # Plain HTTP from outside the proxy is sent to HTTPS.
     assert httpx.get(f"{base}/", timeout=5).status_code == 301
 
+    # The suite hashes passwords with a fast test-only hasher that production does not
+    # accept; give carol a hash the production settings can check.
+    carol.password = PBKDF2PasswordHasher().encode("carol-password-1", "production-salt")
+    carol.save(update_fields=["password"])
     browser = Browser(base)
     browser.login("carol", "carol-password-1")
     session_cookie = next(c for c in browser.set_cookie_headers if c.startswith("sessionid="))
