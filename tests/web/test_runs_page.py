@@ -65,6 +65,16 @@ def test_it_counts_runs_per_status(client, bob):
     assert re.search(r'data-status-count="cancelled">0<', body)
 
 
+def test_it_caps_large_counts_instead_of_counting_every_run(client, bob, monkeypatch):
+    monkeypatch.setattr(views, "COUNT_CAP", 3)
+    for status in ["failed"] * 5 + ["running"] * 3:
+        make_run(status=status)
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert re.search(r'data-status-count="failed">3\+<', body)
+    assert re.search(r'data-status-count="running">3<', body)
+
+
 def test_it_filters_by_status(client, bob):
     make_run("ok-run", status="succeeded")
     make_run("bad-run", status="failed")
