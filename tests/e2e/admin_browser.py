@@ -1,31 +1,9 @@
-"""Chromium fixtures for the admin area's browser tests (a plain module rather than a
-conftest, so other areas' tests/e2e/conftest.py can merge without a clash)."""
+"""A page for the admin area's browser tests that records dialogs and CSP reports,
+logged in as carol (the admin). The browser comes from tests/e2e/conftest.py."""
 
 from __future__ import annotations
 
 import pytest
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

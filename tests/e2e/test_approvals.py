@@ -2,47 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import expect
 
 from durableruns.demo.models import ProviderCall
 from durableruns.engine.runs import start_run
 from durableruns.models import Approval, Run
 from tests.conftest import wait_for
+from tests.e2e.browser import log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
 BIG_REFUND = {"order_id": "A-1002"}  # 250.00: above the approval threshold
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
-                                             args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context()
-    context.set_default_timeout(20_000)
-    yield context.new_page()
-    context.close()
-
-
-def _log_in(page: Page, base_url: str, username: str, then: str) -> None:
-    page.goto(f"{base_url}/login/?next={then}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", f"{username}-password-1")
-    page.click("button:has-text('Log in')")
-    page.wait_for_url(f"{base_url}{then}")
 
 
 def _awaiting_refund(processes, run_id: str) -> Approval:
@@ -63,7 +34,7 @@ def _refunds(run_id: str) -> list[dict]:
 def test_it_lets_a_reviewer_approve_and_watch_the_run_finish(page, processes, live_server,
                                                               alice):
     approval = _awaiting_refund(processes, "e2e-approve")
-    _log_in(page, live_server.url, "alice", "/approvals/")
+    log_in(page, live_server.url, "alice", "/approvals/")
     expect(page.locator("nav")).to_contain_text("Approvals (1)")
     card = page.locator(f"#approval-{approval.pk}")
     expect(card).to_contain_text("Refund 250.00 for order A-1002 (bike) to grace@example.com")
@@ -82,7 +53,7 @@ def test_it_lets_a_reviewer_approve_and_watch_the_run_finish(page, processes, li
 
 def test_it_ends_the_run_as_the_agent_decides_on_reject(page, processes, live_server, alice):
     approval = _awaiting_refund(processes, "e2e-reject")
-    _log_in(page, live_server.url, "alice", "/approvals/")
+    log_in(page, live_server.url, "alice", "/approvals/")
     card = page.locator(f"#approval-{approval.pk}")
     card.locator("textarea[name=comment]").fill("the customer kept the bike")
     card.get_by_role("button", name="Reject").click()
@@ -98,7 +69,7 @@ def test_it_ends_the_run_as_the_agent_decides_on_reject(page, processes, live_se
 def test_it_gives_the_agent_the_payload_the_reviewer_edited(page, processes, live_server,
                                                             alice):
     approval = _awaiting_refund(processes, "e2e-edit")
-    _log_in(page, live_server.url, "alice", "/approvals/")
+    log_in(page, live_server.url, "alice", "/approvals/")
     card = page.locator(f"#approval-{approval.pk}")
     card.get_by_text("Edit the payload before approving").click()
     card.locator("textarea[name=payload]").fill('{"order_id": "A-1002", "cents": 20000}')
@@ -113,7 +84,7 @@ def test_it_gives_the_agent_the_payload_the_reviewer_edited(page, processes, liv
 def test_it_shows_operators_no_approve_button_and_refuses_their_post(page, processes,
                                                                       live_server, bob):
     approval = _awaiting_refund(processes, "e2e-operator")
-    _log_in(page, live_server.url, "bob", f"/approvals/{approval.pk}/")
+    log_in(page, live_server.url, "bob", f"/approvals/{approval.pk}/")
     card = page.locator(f"#approval-{approval.pk}")
     expect(card.locator("pre.payload")).to_contain_text('"cents": 25000')
     expect(card.get_by_role("button")).to_have_count(0)

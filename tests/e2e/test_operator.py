@@ -3,50 +3,21 @@ an escalation, fork a finished run, and see a dry replay diverge after a code ch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
 
 from durableruns.engine import crashpoints, registry
 from durableruns.engine.runs import start_run
 from durableruns.models import Effect, Run
 from tests.conftest import wait_for
+from tests.e2e.browser import log_in
 from tests.web import agents as dashboard_agents
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
 # The workers load the dashboard's test agents as well as the demo agents.
 AGENT_MODULES = {"DURABLERUNS_AGENT_MODULES": "durableruns.demo.agents,tests.web.agents"}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
-                                             args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context()
-    context.set_default_timeout(20_000)
-    yield context.new_page()
-    context.close()
-
-
-def _log_in(page: Page, base_url: str, username: str, then: str) -> None:
-    page.goto(f"{base_url}/login/?next={then}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", f"{username}-password-1")
-    page.click("button:has-text('Log in')")
-    page.wait_for_url(f"{base_url}{then}")
 
 
 def _status(run_id: str) -> str:
@@ -56,7 +27,7 @@ def _status(run_id: str) -> str:
 def test_an_operator_watches_the_timeline_grow_and_polling_stop(page, processes, live_server,
                                                                  bob):
     run, _ = start_run("t-ticking", {"ticks": 5, "nap": 1.0}, run_id="e2e-live")
-    _log_in(page, live_server.url, "bob", f"/runs/{run.id}/")
+    log_in(page, live_server.url, "bob", f"/runs/{run.id}/")
     page.evaluate("window.loadedOnce = true")  # gone if the page were reloaded
     live = page.locator("#run-live")
     steps = page.locator("#steps > li.step")
@@ -111,7 +82,7 @@ def test_an_operator_resolves_an_escalation_and_the_run_goes_on(page, processes,
              message="the run to escalate")
     effect = Effect.objects.get(run_id="e2e-escalated", state=Effect.State.UNKNOWN)
 
-    _log_in(page, live_server.url, "bob", "/escalations/")
+    log_in(page, live_server.url, "bob", "/escalations/")
     card = page.locator(f"#escalation-{effect.pk}")
     expect(card).to_contain_text(effect.idempotency_key)
     expect(card).to_contain_text("refund_unsafe")
@@ -137,7 +108,7 @@ def test_an_operator_forks_a_finished_run_from_a_middle_step(page, processes, li
     start_run("t-ledger", {"text": "forked"}, run_id="e2e-parent")
     wait_for(lambda: _status("e2e-parent") == Run.Status.SUCCEEDED, message="the parent run")
 
-    _log_in(page, live_server.url, "bob", "/runs/e2e-parent/")
+    log_in(page, live_server.url, "bob", "/runs/e2e-parent/")
     page.select_option("select[name=position]", "1")
     page.get_by_role("button", name="Fork…").click()
     expect(page.locator("h2")).to_contain_text("1 effect would execute again, with new keys")
@@ -165,7 +136,7 @@ def test_a_dry_replay_shows_where_changed_agent_code_diverges(page, processes, l
     # The web process (this one, serving live_server) now has different agent code.
     monkeypatch.setattr(registry.get_agent("t-ledger", "1"), "fn", _diverging_ledger_bot)
 
-    _log_in(page, live_server.url, "bob", "/runs/e2e-replayed/")
+    log_in(page, live_server.url, "bob", "/runs/e2e-replayed/")
     page.get_by_role("link", name="Dry replay").click()
     expect(page.locator(".replay-summary")).to_contain_text("DIVERGED at step 1")
     expect(page.locator("tr.entry-replayed")).to_have_count(1)

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from durableruns.models import RetentionPolicy, Run
 from tests.admin.factories import make_run
-from tests.e2e.admin_browser import browser, page  # noqa: F401 - fixtures
+from tests.e2e.admin_browser import page  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

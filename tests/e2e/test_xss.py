@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from durableruns.models import Effect, RedactionRule, RetentionPolicy, Run, Step
-from tests.e2e.admin_browser import browser, page  # noqa: F401 - fixtures
+from tests.e2e.admin_browser import page  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
