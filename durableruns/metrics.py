@@ -13,6 +13,7 @@ answer for all workers), plus step counters kept in the shared cache (Redis).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -35,14 +36,28 @@ def _counter_key(kind: str, outcome: str) -> str:
     return f"metrics:steps:{kind}:{outcome}"
 
 
+# Steps counted by this process since its last flush. The engine counts on every step
+# but talks to the shared cache once per task (flush_step_counts), so no step waits for
+# Redis, and a Redis outage cannot slow or fail a run.
+_pending: Counter[tuple[str, str]] = Counter()
+
+
 def count_step(kind: str, outcome: str) -> None:
-    """Called by the engine for every step; a metrics failure never fails a run."""
-    key = _counter_key(kind, outcome)
-    try:
-        if not cache.add(key, 1, timeout=None):
-            cache.incr(key)
-    except Exception:
-        log.debug("step counter %s not updated", key, exc_info=True)
+    _pending[(kind, outcome)] += 1
+
+
+def flush_step_counts() -> None:
+    """Add this process's counts to the shared counters; a failure keeps them for later."""
+    while _pending:
+        (kind, outcome), count = _pending.popitem()
+        key = _counter_key(kind, outcome)
+        try:
+            if not cache.add(key, count, timeout=None):
+                cache.incr(key, count)
+        except Exception:
+            _pending[(kind, outcome)] += count
+            log.debug("step counter %s not updated", key, exc_info=True)
+            return
 
 
 class DatabaseCollector(Collector):

@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .. import logs
+from .. import logs, metrics
 from ..models import Run as RunRecord
 from . import crashpoints, doorbell, gates, registry, store
 from .context import Run
@@ -45,11 +45,14 @@ def advance(run_id: str) -> str:
         lease = store.acquire_lease(run_id, owner)
         if lease is None:
             return "skipped"
-        with Heartbeat(lease):
-            try:
-                return _drive(lease)
-            except StoreUnavailable as exc:
-                return _hand_back(lease, exc)
+        try:
+            with Heartbeat(lease):
+                try:
+                    return _drive(lease)
+                except StoreUnavailable as exc:
+                    return _hand_back(lease, exc)
+        finally:
+            metrics.flush_step_counts()
 
 
 def _drive(lease: store.Lease) -> str:

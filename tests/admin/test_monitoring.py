@@ -70,6 +70,7 @@ def test_metrics_report_runs_approvals_escalations_and_steps(client, settings):
     metrics.count_step("tool", "executed")
     metrics.count_step("tool", "replayed")
     metrics.count_step("tool", "replayed")
+    metrics.flush_step_counts()  # the executor does this at the end of every task
     text = _scrape(client)
 
     assert 'durableruns_runs{status="succeeded"} 1.0' in text
