@@ -10,6 +10,7 @@ step), or this write sees the new fence and inserts nothing. The unique
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -20,8 +21,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    transaction,
+)
 from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
@@ -161,9 +171,24 @@ _EFFECT_COLUMNS = (
 
 def _sql_dialect() -> tuple[str, str]:
     """(JSON parameter placeholder, row lock on the fence check) for this database."""
-    if connection.vendor == "postgresql":
+    return _dialect(connection.vendor)
+
+
+@functools.cache
+def _dialect(vendor: str) -> tuple[str, str]:
+    if vendor == "postgresql":
         return "%s::jsonb", " FOR SHARE"
     return "%s", ""
+
+
+@functools.cache
+def _commit_step_sql(vendor: str) -> str:
+    json_param, lock = _dialect(vendor)
+    return (
+        f"INSERT INTO durableruns_step ({_STEP_COLUMNS}) "
+        f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, "
+        f"%s, %s, %s, %s, leases_taken, lease_owner {_fence_guard()}{lock}"
+    )
 
 
 def _fence_guard() -> str:
@@ -205,21 +230,22 @@ def _execute_hot(sql: str, params: list[Any]) -> int:
     `prepare_threshold` to None (e.g. behind a transaction-pooling PgBouncer) to
     keep Django's path.
     """
-    if connection.vendor != "postgresql" or _prepare_disabled():
-        with connection.cursor() as cursor:
+    # One lookup of this thread's connection: each attribute read through Django's
+    # `connection` proxy looks the connection up again, which showed in the profile.
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql" or _prepare_disabled(db):
+        with db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount
-    import psycopg
-
-    connection.ensure_connection()
+    db.ensure_connection()
     # Django's cursors bind on the client (and cannot prepare): use psycopg's own.
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
         return cursor.rowcount
 
 
-def _prepare_disabled() -> bool:
-    options = connection.settings_dict.get("OPTIONS", {})
+def _prepare_disabled(db: Any) -> bool:
+    options = db.settings_dict.get("OPTIONS", {})
     return "prepare_threshold" in options and options["prepare_threshold"] is None
 
 
@@ -245,12 +271,8 @@ class StepOutcome:
 
 def commit_step(lease: Lease, outcome: StepOutcome) -> None:
     """Checkpoint one step: a single fenced INSERT ... SELECT, committed on its own."""
-    json_param, lock = _sql_dialect()
-    sql = (
-        f"INSERT INTO durableruns_step ({_STEP_COLUMNS}) "
-        f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, "
-        f"%s, %s, %s, %s, leases_taken, lease_owner {_fence_guard()}{lock}"
-    )
+    db = connections[DEFAULT_DB_ALIAS]
+    adapt_time = db.ops.adapt_datetimefield_value
     params = [
         outcome.position,
         outcome.step_id,
@@ -262,14 +284,14 @@ def commit_step(lease: Lease, outcome: StepOutcome) -> None:
         _json_or_null(outcome.result),
         _json_or_null(outcome.error),
         outcome.attempts,
-        _db_time(outcome.started_at),
-        _db_time(outcome.finished_at),
+        adapt_time(outcome.started_at),
+        adapt_time(outcome.finished_at),
         CHECKPOINT_SCHEMA_VERSION,
         lease.run_id,
         lease.fence,
         lease.owner,
     ]
-    _execute_fenced(sql, params, lease)
+    _execute_fenced(_commit_step_sql(db.vendor), params, lease)
 
 
 def _json_or_null(value: Any) -> str | None:
