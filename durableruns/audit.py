@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine.redaction import redact
-from .engine.store import normalise
+from .engine.store import redacted
 from .models import AuditEvent
 
 
@@ -19,6 +18,6 @@ def record(actor: Any, action: str, target: Any, *, before: Any = None,
         action=action,
         target_type=target_type or type(target)._meta.model_name,
         target_id=str(target.pk),
-        before=None if before is None else normalise(redact(before)),
-        after=None if after is None else normalise(redact(after)),
+        before=None if before is None else redacted(before),
+        after=None if after is None else redacted(after),
     )

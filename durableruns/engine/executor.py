@@ -6,6 +6,7 @@ on the fence) or, when the lease was lost, writes nothing at all.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -111,13 +112,13 @@ def _progress(context: Run | None) -> dict[str, Any]:
 
 def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
     try:
-        result = store.normalise(value)
-        store.encode(result)
+        # One pass checks it is JSON within the size limit and gives the stored form.
+        result = json.loads(store.encode(value))
     except SerializationError as exc:
         return _fail(lease, {"type": "SerializationError",
                              "message": f"the agent's return value: {exc}"}, context)
     released = store.release(
-        lease, Status.SUCCEEDED, result=store.normalise(_redacted(result)),
+        lease, Status.SUCCEEDED, result=result,
         finished_at=Now(), retry_position=None, retry_attempts=0, last_error=None,
         **_progress(context),
     )
@@ -125,15 +126,9 @@ def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
     return "succeeded" if released else "lease-lost"
 
 
-def _redacted(value: Any) -> Any:
-    from .redaction import redact
-
-    return redact(value)
-
-
 def _fail(lease: store.Lease, error: dict[str, Any], context: Run | None = None) -> str:
     released = store.release(
-        lease, Status.FAILED, error=store.normalise(_redacted(error)), finished_at=Now(),
+        lease, Status.FAILED, error=store.redacted(error), finished_at=Now(),
         **_progress(context),
     )
     # A failed run has finished too: crashtest arms this point for agents that fail.
@@ -158,7 +153,7 @@ def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
     elif suspend.wake_at is not None:
         fields["wake_at"] = suspend.wake_at
     if "last_error" in fields:
-        fields["last_error"] = store.normalise(_redacted(fields["last_error"]))
+        fields["last_error"] = store.redacted(fields["last_error"])
     if not store.release(lease, suspend.status, **fields, **_progress(context)):
         return "lease-lost"
     if suspend.status == Status.QUEUED:

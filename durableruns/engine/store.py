@@ -91,6 +91,11 @@ def normalise(value: Any) -> Any:
     return json.loads(canonical_json(value))
 
 
+def redacted(value: Any) -> Any:
+    """The value as it may be stored in a JSON field: secrets removed, normalised."""
+    return normalise(redact(value))
+
+
 # --- Leases ------------------------------------------------------------------
 
 
