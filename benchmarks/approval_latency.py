@@ -46,17 +46,41 @@ def _setup(queue: str) -> None:
 
 def _start_workers(count: int, queue: str, log_dir: Path) -> list[subprocess.Popen]:
     modules = f"durableruns.demo.agents,{AGENT_MODULE}"
-    env = {**os.environ, "DURABLERUNS_QUEUE": queue, "DURABLERUNS_AGENT_MODULES": modules,
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DURABLERUNS_QUEUE": queue,
+        "DURABLERUNS_AGENT_MODULES": modules,
+        "PYTHONUNBUFFERED": "1",
+    }
     workers = []
     for index in range(count):
         log = open(log_dir / f"worker-{index}.log", "wb")  # noqa: SIM115 - lives with the worker
-        workers.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "durableruns", "worker", "--pool=solo",
-             "--loglevel=WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-Q", queue, "-n", f"bench-{index}-{uuid.uuid4().hex[:6]}@%h"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        ))
+        workers.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "durableruns",
+                    "worker",
+                    "--pool=solo",
+                    "--loglevel=WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "-Q",
+                    queue,
+                    "-n",
+                    f"bench-{index}-{uuid.uuid4().hex[:6]}@%h",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
     return workers
 
 
@@ -87,25 +111,34 @@ def _one(client, prefix: str, n: int) -> tuple[float, float]:
     from durableruns.models import Approval, Step
 
     run, _ = start_run("bench-approval", {"n": n}, run_id=f"{prefix}-{n}")
-    approval = _poll(lambda: Approval.objects.filter(
-        run_id=run.id, run__status="awaiting_approval").first())
+    approval = _poll(
+        lambda: Approval.objects.filter(run_id=run.id, run__status="awaiting_approval").first()
+    )
     clicked = datetime.now().astimezone()
-    response = client.post(reverse("decide_approval", args=[approval.pk]),
-                           {"decision": "approve"})
+    response = client.post(reverse("decide_approval", args=[approval.pk]), {"decision": "approve"})
     committed = datetime.now().astimezone()
     if response.status_code != 302:
         raise RuntimeError(f"decide answered {response.status_code}")
-    started = _poll(lambda: Step.objects.filter(run_id=run.id, position=1)
-                    .values_list("started_at", flat=True).first())
-    return ((started - clicked).total_seconds() * 1000,
-            (started - committed).total_seconds() * 1000)
+    started = _poll(
+        lambda: (
+            Step.objects.filter(run_id=run.id, position=1)
+            .values_list("started_at", flat=True)
+            .first()
+        )
+    )
+    return (
+        (started - clicked).total_seconds() * 1000,
+        (started - committed).total_seconds() * 1000,
+    )
 
 
 def _report(label: str, samples: list[float]) -> None:
     ordered = sorted(samples)
     p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
-    print(f"{label:<28} median {statistics.median(ordered):7.1f} ms   p95 {p95:7.1f} ms   "
-          f"min {ordered[0]:6.1f}   max {ordered[-1]:6.1f}")
+    print(
+        f"{label:<28} median {statistics.median(ordered):7.1f} ms   p95 {p95:7.1f} ms   "
+        f"min {ordered[0]:6.1f}   max {ordered[-1]:6.1f}"
+    )
 
 
 def main() -> None:

@@ -28,8 +28,11 @@ PREFIX = "bench-"
 BIG_RUN = "bench-big-200-steps"
 BATCH = 5_000
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-STATUSES = ["succeeded"] * 40 + ["failed"] * 4 + ["running", "waiting", "cancelled",
-                                                   "escalated", "queued", "awaiting_approval"]
+STATUSES = (
+    ["succeeded"] * 40
+    + ["failed"] * 4
+    + ["running", "waiting", "cancelled", "escalated", "queued", "awaiting_approval"]
+)
 
 
 def _setup() -> None:
@@ -58,7 +61,9 @@ def fill(runs: int) -> None:
             cursor.execute(
                 "UPDATE durableruns_run SET created_at = %s + "
                 "(substr(id, 7)::int * interval '1 second') "
-                "WHERE id LIKE 'bench-0%%'", [EPOCH])
+                "WHERE id LIKE 'bench-0%%'",
+                [EPOCH],
+            )
             cursor.execute("ANALYZE")
         print(f"created {runs - have} runs and effects in {time.perf_counter() - started:.1f} s")
     _big_run()
@@ -67,21 +72,36 @@ def fill(runs: int) -> None:
 def _run(i: int):
     from durableruns.models import Run
 
-    return Run(id=f"{PREFIX}{i:08d}", agent=("refund-bot", "research-bot")[i % 2],
-               agent_version=str(1 + i % 3), input={"order_id": f"A-{i}"},
-               status=STATUSES[i % len(STATUSES)], max_steps=30, max_duration_seconds=1800,
-               steps_used=5, started_at=EPOCH, finished_at=EPOCH + timedelta(seconds=9))
+    return Run(
+        id=f"{PREFIX}{i:08d}",
+        agent=("refund-bot", "research-bot")[i % 2],
+        agent_version=str(1 + i % 3),
+        input={"order_id": f"A-{i}"},
+        status=STATUSES[i % len(STATUSES)],
+        max_steps=30,
+        max_duration_seconds=1800,
+        steps_used=5,
+        started_at=EPOCH,
+        finished_at=EPOCH + timedelta(seconds=9),
+    )
 
 
 def _effect(i: int):
     from durableruns.models import Effect
 
     state = "unknown" if STATUSES[i % len(STATUSES)] == "escalated" else "succeeded"
-    return Effect(run_id=f"{PREFIX}{i:08d}", position=2,
-                  idempotency_key=f"{PREFIX}{i:08d}:2-refund:refund:{i:016x}", tool="refund",
-                  tool_kind="idempotent_write", fingerprint=f"{i:016x}",
-                  args={"order_id": f"A-{i}", "cents": 1200}, state=state,
-                  result={"refund_id": f"rf_{i}"}, started_at=EPOCH + timedelta(seconds=i))
+    return Effect(
+        run_id=f"{PREFIX}{i:08d}",
+        position=2,
+        idempotency_key=f"{PREFIX}{i:08d}:2-refund:refund:{i:016x}",
+        tool="refund",
+        tool_kind="idempotent_write",
+        fingerprint=f"{i:016x}",
+        args={"order_id": f"A-{i}", "cents": 1200},
+        state=state,
+        result={"refund_id": f"rf_{i}"},
+        started_at=EPOCH + timedelta(seconds=i),
+    )
 
 
 def _big_run() -> None:
@@ -89,26 +109,55 @@ def _big_run() -> None:
 
     if Run.objects.filter(pk=BIG_RUN).exists():
         return
-    run = Run.objects.create(id=BIG_RUN, agent="research-bot", agent_version="1", input={},
-                             status="succeeded", max_steps=300, max_duration_seconds=3600,
-                             steps_used=200, started_at=EPOCH, leases_taken=3,
-                             finished_at=EPOCH + timedelta(seconds=200))
+    run = Run.objects.create(
+        id=BIG_RUN,
+        agent="research-bot",
+        agent_version="1",
+        input={},
+        status="succeeded",
+        max_steps=300,
+        max_duration_seconds=3600,
+        steps_used=200,
+        started_at=EPOCH,
+        leases_taken=3,
+        finished_at=EPOCH + timedelta(seconds=200),
+    )
     kinds = ["llm", "tool", "compute", "tool"]
-    Step.objects.bulk_create([
-        Step(run=run, position=p, step_id=f"{p}-s{p}", kind=kinds[p % 4], name=f"s{p}",
-             input={"messages": [{"role": "user", "content": "x" * 200}]},
-             result={"content": "y" * 400}, started_at=EPOCH + timedelta(seconds=p),
-             finished_at=EPOCH + timedelta(seconds=p, milliseconds=700), lease_number=1 + p // 80,
-             executed_by="bench-host:1:abcd")
-        for p in range(200)
-    ])
-    Effect.objects.bulk_create([
-        Effect(run=run, position=p, idempotency_key=f"{BIG_RUN}:{p}-refund:refund:{p:016x}",
-               tool="refund", tool_kind="idempotent_write", fingerprint=f"{p:016x}",
-               args={"n": p}, state="succeeded", result={"ok": p},
-               started_at=EPOCH + timedelta(seconds=p))
-        for p in range(1, 200, 4)
-    ])
+    Step.objects.bulk_create(
+        [
+            Step(
+                run=run,
+                position=p,
+                step_id=f"{p}-s{p}",
+                kind=kinds[p % 4],
+                name=f"s{p}",
+                input={"messages": [{"role": "user", "content": "x" * 200}]},
+                result={"content": "y" * 400},
+                started_at=EPOCH + timedelta(seconds=p),
+                finished_at=EPOCH + timedelta(seconds=p, milliseconds=700),
+                lease_number=1 + p // 80,
+                executed_by="bench-host:1:abcd",
+            )
+            for p in range(200)
+        ]
+    )
+    Effect.objects.bulk_create(
+        [
+            Effect(
+                run=run,
+                position=p,
+                idempotency_key=f"{BIG_RUN}:{p}-refund:refund:{p:016x}",
+                tool="refund",
+                tool_kind="idempotent_write",
+                fingerprint=f"{p:016x}",
+                args={"n": p},
+                state="succeeded",
+                result={"ok": p},
+                started_at=EPOCH + timedelta(seconds=p),
+            )
+            for p in range(1, 200, 4)
+        ]
+    )
 
 
 def clean() -> None:

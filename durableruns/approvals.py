@@ -52,8 +52,9 @@ class FourEyesRefused(DecisionRefused):
     """The person who started the run may not approve it."""
 
 
-def decide(approval: Approval, decision: str, *, user: Any, comment: str = "",
-           payload: Any = None) -> Approval:
+def decide(
+    approval: Approval, decision: str, *, user: Any, comment: str = "", payload: Any = None
+) -> Approval:
     """Approve, reject or edit-and-approve a pending approval; returns it as decided.
 
     `payload` (for "edit") may be a dict or JSON text. Raises `AlreadyDecided`,
@@ -69,9 +70,14 @@ def decide(approval: Approval, decision: str, *, user: Any, comment: str = "",
     if approval.four_eyes and decision != "reject" and _started_by(approval, user):
         raise FourEyesRefused("you started this run; another reviewer must approve it")
     state = State.REJECTED if decision == "reject" else State.APPROVED
-    changes = {"state": state, "decision": decision, "decided_by": user,
-               "decider_name": user.get_username(), "comment": comment.strip(),
-               "edited_payload": edited}
+    changes = {
+        "state": state,
+        "decision": decision,
+        "decided_by": user,
+        "decider_name": user.get_username(),
+        "comment": comment.strip(),
+        "edited_payload": edited,
+    }
     return _settle(approval, user, changes)
 
 
@@ -112,10 +118,16 @@ def _settle(approval: Approval, actor: Any, changes: dict[str, Any]) -> Approval
         if not updated:
             raise AlreadyDecided(current)
         audit.record(
-            actor, f"approval.{current.decision}", current,
+            actor,
+            f"approval.{current.decision}",
+            current,
             before={"state": State.PENDING, "payload": current.payload},
-            after={"state": current.state, "decision": current.decision,
-                   "comment": current.comment, "payload": current.final_payload},
+            after={
+                "state": current.state,
+                "decision": current.decision,
+                "comment": current.comment,
+                "payload": current.final_payload,
+            },
         )
         gates.wake(current.run_id)
     return current
@@ -127,15 +139,17 @@ def expire_due(batch: int = 100) -> int:
     Recorded as expiry by "system", never as a person's rejection. Safe to run
     from several sweepers at once: each approval is settled by one of them.
     """
-    due = (
-        Approval.objects.filter(state=State.PENDING, expires_at__lte=Now())
-        .order_by("expires_at")[:batch]
-    )
+    due = Approval.objects.filter(state=State.PENDING, expires_at__lte=Now()).order_by(
+        "expires_at"
+    )[:batch]
     expired = 0
     for approval in list(due):
-        changes = {"state": State.EXPIRED, "decision": Approval.Decision.EXPIRE,
-                   "decider_name": "system",
-                   "comment": f"expired; on-expiry default applied: {approval.on_expiry}"}
+        changes = {
+            "state": State.EXPIRED,
+            "decision": Approval.Decision.EXPIRE,
+            "decider_name": "system",
+            "comment": f"expired; on-expiry default applied: {approval.on_expiry}",
+        }
         try:
             _settle(approval, None, changes)
         except AlreadyDecided:
@@ -166,11 +180,16 @@ def audit_trail(run: Run) -> Any:
 def reviewers() -> Any:
     """Active users who may decide approvals and have an email address."""
     app_label, codename = roles.DECIDE_APPROVALS.split(".", 1)
-    perm = Q(groups__permissions__codename=codename,
-             groups__permissions__content_type__app_label=app_label)
+    perm = Q(
+        groups__permissions__codename=codename,
+        groups__permissions__content_type__app_label=app_label,
+    )
     return (
-        get_user_model().objects.filter(is_active=True).exclude(email="")
-        .filter(perm | Q(is_superuser=True)).distinct()
+        get_user_model()
+        .objects.filter(is_active=True)
+        .exclude(email="")
+        .filter(perm | Q(is_superuser=True))
+        .distinct()
     )
 
 
@@ -192,7 +211,8 @@ def notify_reviewers(approval: Approval) -> int:
         f"Review it here: {approval_link(approval)}",
     ]
     if approval.expires_at:
-        lines.append(f"It expires at {approval.expires_at:%Y-%m-%d %H:%M UTC} "
-                     f"(then: {approval.on_expiry}).")
+        lines.append(
+            f"It expires at {approval.expires_at:%Y-%m-%d %H:%M UTC} (then: {approval.on_expiry})."
+        )
     subject = f"Approval needed: {approval.name} ({run.agent})"
     return send_mail(subject, "\n".join(lines), None, recipients)

@@ -9,8 +9,15 @@ from .engine.store import redacted
 from .models import AuditEvent
 
 
-def record(actor: Any, action: str, target: Any, *, before: Any = None,
-           after: Any = None, target_type: str | None = None) -> AuditEvent:
+def record(
+    actor: Any,
+    action: str,
+    target: Any,
+    *,
+    before: Any = None,
+    after: Any = None,
+    target_type: str | None = None,
+) -> AuditEvent:
     """`actor` is a user, or None for the system (e.g. an approval that expired)."""
     return AuditEvent.objects.create(
         actor_id=getattr(actor, "pk", None),

@@ -27,6 +27,7 @@ def _schedule_sweeps(sender: Celery, **kwargs: object) -> None:
         name="prune-idempotency-records",
     )
     sender.add_periodic_task(
-        settings.DURABLERUNS_RETENTION_INTERVAL, sender.signature("durableruns.apply_retention"),
+        settings.DURABLERUNS_RETENTION_INTERVAL,
+        sender.signature("durableruns.apply_retention"),
         name="apply_retention",
     )

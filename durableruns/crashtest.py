@@ -190,8 +190,9 @@ def _free_port() -> int:
 
 def providers_reachable(url: str) -> bool:
     try:
-        response = httpx.get(f"{url.rstrip('/')}/providers/search", params={"q": "ping"},
-                             timeout=1.0)
+        response = httpx.get(
+            f"{url.rstrip('/')}/providers/search", params={"q": "ping"}, timeout=1.0
+        )
     except httpx.HTTPError:
         return False
     return response.status_code == 200
@@ -274,21 +275,32 @@ class Cluster:
         port = _free_port()
         self.provider_url = f"http://127.0.0.1:{port}"
         self._server = self._spawn(
-            [sys.executable, "-m", "django", "runserver", "--noreload", "--skip-checks",
-             f"127.0.0.1:{port}"], "providers")
+            [
+                sys.executable,
+                "-m",
+                "django",
+                "runserver",
+                "--noreload",
+                "--skip-checks",
+                f"127.0.0.1:{port}",
+            ],
+            "providers",
+        )
         self.started_server = True
         deadline = time.monotonic() + 30
         while not providers_reachable(self.provider_url):
             if self._server.poll() is not None or time.monotonic() > deadline:
                 raise CrashTestError(
-                    f"the provider server did not start; see {self.work_dir / 'providers.log'}")
+                    f"the provider server did not start; see {self.work_dir / 'providers.log'}"
+                )
             time.sleep(0.1)
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         log = open(self.work_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         with log:
-            return subprocess.Popen(args, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            return subprocess.Popen(
+                args, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def _spawn_worker(self) -> subprocess.Popen:
         # The solo pool executes tasks in the worker process itself, so a crash
@@ -296,11 +308,26 @@ class Cluster:
         self._spawned += 1
         name = f"crashtest-{self._spawned}-{uuid.uuid4().hex[:6]}@%h"
         return self._spawn(
-            [sys.executable, "-m", "celery", "-A", "durableruns", "worker",
-             f"--pool={self.options.pool}", "--concurrency=1",
-             "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "--loglevel=WARNING", "-Q", self.queue, "-n", name],
-            f"worker-{self._spawned}")
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "durableruns",
+                "worker",
+                f"--pool={self.options.pool}",
+                "--concurrency=1",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=WARNING",
+                "-Q",
+                self.queue,
+                "-n",
+                name,
+            ],
+            f"worker-{self._spawned}",
+        )
 
     def _supervise(self) -> None:
         """Replace every worker that died (the crash points kill them)."""
@@ -343,11 +370,12 @@ def demo_executions(run_id: str) -> Counter:
 
     prefix = f"{run_id}:"
     keys = [
-        *ProviderCall.objects.filter(idempotency_key__startswith=prefix,
-                                     outcome=ProviderCall.Outcome.EXECUTED)
-        .values_list("idempotency_key", flat=True),
-        *ModelCall.objects.filter(idempotency_key__startswith=prefix)
-        .values_list("idempotency_key", flat=True),
+        *ProviderCall.objects.filter(
+            idempotency_key__startswith=prefix, outcome=ProviderCall.Outcome.EXECUTED
+        ).values_list("idempotency_key", flat=True),
+        *ModelCall.objects.filter(idempotency_key__startswith=prefix).values_list(
+            "idempotency_key", flat=True
+        ),
     ]
     # key = run:step_id:tool:fingerprint; the fingerprint may hold run-specific ids.
     return Counter(":".join(key.split(":")[1:3]) for key in keys)
@@ -416,13 +444,15 @@ def plan_cases(baseline: Run, session: str) -> list[Case]:
     cases = []
     for point in crashpoints.ALL:
         if point in crashpoints.RUN_LEVEL:
-            cases.append(Case(point, crashpoints.RUN_POSITION, "(run)",
-                              f"ct-{session}-{point}"))
+            cases.append(Case(point, crashpoints.RUN_POSITION, "(run)", f"ct-{session}-{point}"))
             continue
         for step in steps:
             if crashpoints.applies(point, has_effect=step.position in effects):
-                cases.append(Case(point, step.position, step.step_id,
-                                  f"ct-{session}-{point}-{step.position}"))
+                cases.append(
+                    Case(
+                        point, step.position, step.step_id, f"ct-{session}-{point}-{step.position}"
+                    )
+                )
     return cases
 
 
@@ -440,25 +470,41 @@ class CrashTest:
         run_id = case.run_id if case else f"ct-{self.session}-baseline"
         start_run(self.agent.name, self.run_input, run_id=run_id, version=self.agent.version)
 
-    def report(self, options: Options, cluster: Cluster, count: Callable[[str], Counter],
-               seconds: float) -> Report:
+    def report(
+        self, options: Options, cluster: Cluster, count: Callable[[str], Counter], seconds: float
+    ) -> Report:
         assert self.baseline is not None
         base_counts = count(self.baseline.id)
         for case in self.cases:
             _judge(case, self.baseline, base_counts, count(case.run_id), options)
-        return Report(self.agent.name, self.run_input, options, cluster.provider_url,
-                      self.baseline, base_counts, self.cases, cluster.restarts, seconds,
-                      _warnings(self.baseline, base_counts))
+        return Report(
+            self.agent.name,
+            self.run_input,
+            options,
+            cluster.provider_url,
+            self.baseline,
+            base_counts,
+            self.cases,
+            cluster.restarts,
+            seconds,
+            _warnings(self.baseline, base_counts),
+        )
 
 
-def run(agent: str, run_input: dict[str, Any], options: Options | None = None, *,
-        progress: TextIO | None = None) -> Report:
+def run(
+    agent: str,
+    run_input: dict[str, Any],
+    options: Options | None = None,
+    *,
+    progress: TextIO | None = None,
+) -> Report:
     """The crash matrix of one agent and input (what `manage.py crashtest` does)."""
     return run_many([CrashTest(agent, run_input)], options, progress=progress)[0]
 
 
-def run_many(tests: list[CrashTest], options: Options | None = None, *,
-             progress: TextIO | None = None) -> list[Report]:
+def run_many(
+    tests: list[CrashTest], options: Options | None = None, *, progress: TextIO | None = None
+) -> list[Report]:
     """Several crash matrices sharing one set of workers, their runs interleaved."""
     options = options or Options()
     say = _speaker(progress)
@@ -472,8 +518,10 @@ def run_many(tests: list[CrashTest], options: Options | None = None, *,
         for test in tests:
             test.cases = plan_cases(test.baseline, test.session)
             cases += [(test, case) for case in test.cases]
-            say(f"baseline {test.baseline.id}: {test.baseline.status}; "
-                f"{len(test.cases)} crash points to test")
+            say(
+                f"baseline {test.baseline.id}: {test.baseline.status}; "
+                f"{len(test.cases)} crash points to test"
+            )
         say(f"running {len(cases)} crashed runs, {options.in_flight} at a time")
         Scheduler(options, cluster, say).execute(cases)
         seconds = time.monotonic() - began
@@ -504,14 +552,16 @@ def _run_baselines(tests: list[CrashTest], options: Options, cluster: Cluster) -
             if run.status in (Run.Status.ESCALATED, Run.Status.AWAITING_APPROVAL):
                 raise CrashTestError(
                     f"the uninterrupted run {run.id} stopped as {run.status}: crashtest needs "
-                    "an input with which the agent finishes on its own")
+                    "an input with which the agent finishes on its own"
+                )
             if run.is_terminal:
                 pending.pop(run.id).baseline = run
         if pending and time.monotonic() > deadline:
             raise CrashTestError(
                 f"the uninterrupted run(s) {', '.join(pending)} did not finish in "
                 f"{options.run_timeout:.0f}s (can a worker reach the database and "
-                f"{cluster.provider_url}?)")
+                f"{cluster.provider_url}?)"
+            )
         time.sleep(POLL_SECONDS * 5)
 
 
@@ -537,7 +587,8 @@ class Scheduler:
     def _observe(self, active: dict[str, Case]) -> None:
         now = time.time()
         rows = Run.objects.filter(pk__in=list(active)).values_list(
-            "id", "status", "fence", "rang_at")
+            "id", "status", "fence", "rang_at"
+        )
         for run_id, status, fence, rang_at in rows:
             case = active[run_id]
             case.status = status
@@ -568,8 +619,9 @@ class Scheduler:
         return now - case.started > self.options.run_timeout
 
 
-def _judge(case: Case, baseline: Run, base_counts: Counter, counts: Counter,
-           options: Options) -> None:
+def _judge(
+    case: Case, baseline: Run, base_counts: Counter, counts: Counter, options: Options
+) -> None:
     run = Run.objects.get(pk=case.run_id)
     case.status = run.status
     case.executions = counts
@@ -608,26 +660,37 @@ def _warnings(baseline: Run, base_counts: Counter) -> list[str]:
 
 def _settings_line(tests: list[CrashTest], options: Options, cluster: Cluster) -> str:
     server = "started by crashtest" if cluster.started_server else "already running"
-    lines = [f"crashtest {t.agent.name}@{t.agent.version} input "
-             f"{json.dumps(t.run_input, sort_keys=True)}" for t in tests]
-    return "\n".join([
-        *lines,
-        f"  {options.workers} {options.pool} workers (restarted when they die), lease TTL "
-        f"{options.lease_ttl:g}s, sweep interval {options.sweep_interval:g}s, "
-        f"providers at {cluster.provider_url} ({server})",
-    ])
+    lines = [
+        f"crashtest {t.agent.name}@{t.agent.version} input "
+        f"{json.dumps(t.run_input, sort_keys=True)}"
+        for t in tests
+    ]
+    return "\n".join(
+        [
+            *lines,
+            f"  {options.workers} {options.pool} workers (restarted when they die), lease TTL "
+            f"{options.lease_ttl:g}s, sweep interval {options.sweep_interval:g}s, "
+            f"providers at {cluster.provider_url} ({server})",
+        ]
+    )
 
 
 # --- The table --------------------------------------------------------------------------
 
-_COLUMNS = ("crash point", "step", "outcome", "duplicates", "escalations", "time to resume",
-            "run")
+_COLUMNS = ("crash point", "step", "outcome", "duplicates", "escalations", "time to resume", "run")
 
 
 def _row(case: Case) -> tuple[str, ...]:
     resume = "-" if case.resume_seconds is None else f"{case.resume_seconds:.2f}s"
-    return (case.point, case.step, case.outcome, str(case.duplicates), str(case.escalations),
-            resume, case.run_id)
+    return (
+        case.point,
+        case.step,
+        case.outcome,
+        str(case.duplicates),
+        str(case.escalations),
+        resume,
+        case.run_id,
+    )
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -639,27 +702,37 @@ def resume_summary(report: Report) -> str:
     times, detected = report.resume_times(), report.detect_times()
     if not times:
         return "no run needed resuming"
-    settings_used = (f"lease TTL {report.options.lease_ttl:g}s, sweep interval "
-                     f"{report.options.sweep_interval:g}s")
-    line = (f"time to resume after SIGKILL (another worker holds the lease): "
-            f"{_spread(times)} over {len(times)} runs ({settings_used})")
+    settings_used = (
+        f"lease TTL {report.options.lease_ttl:g}s, sweep interval "
+        f"{report.options.sweep_interval:g}s"
+    )
+    line = (
+        f"time to resume after SIGKILL (another worker holds the lease): "
+        f"{_spread(times)} over {len(times)} runs ({settings_used})"
+    )
     if detected:
-        line += (f"\n  of which lease expiry until the sweeper rang the run: {_spread(detected)};"
-                 " the rest is waiting for a free worker")
+        line += (
+            f"\n  of which lease expiry until the sweeper rang the run: {_spread(detected)};"
+            " the rest is waiting for a free worker"
+        )
     return line
 
 
 def _spread(values: list[float]) -> str:
-    return (f"median {statistics.median(values):.2f}s, p95 {_percentile(values, 0.95):.2f}s, "
-            f"max {values[-1]:.2f}s")
+    return (
+        f"median {statistics.median(values):.2f}s, p95 {_percentile(values, 0.95):.2f}s, "
+        f"max {values[-1]:.2f}s"
+    )
 
 
 def _write_report(report: Report, out: TextIO) -> None:
     rows = [_COLUMNS, *(_row(case) for case in report.cases)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for row in rows:
-        out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-                  .rstrip() + "\n")
+        out.write(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            + "\n"
+        )
     for case in report.cases:
         if case.extra:
             out.write(f"DUPLICATE in {case.run_id}: {case.extra} (beyond the baseline's)\n")

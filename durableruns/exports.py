@@ -20,17 +20,70 @@ from .engine.runs import RUN_ID_PATTERN
 from .models import Approval, AuditEvent, Effect, Run, Step
 
 EXPORT_FORMAT = 1
-_RUN_FIELDS = ("id", "agent", "agent_version", "input", "status", "result", "error",
-               "max_steps", "max_duration_seconds", "steps_used", "fence", "parent",
-               "fork_position", "sandbox", "tokens_in", "tokens_out", "retry_position",
-               "retry_attempts", "last_error")
-_STEP_FIELDS = ("position", "step_id", "kind", "name", "tool", "fingerprint", "input", "result",
-                "error", "attempts", "schema_version")
-_APPROVAL_FIELDS = ("position", "name", "summary", "payload", "allowed", "schema", "guards",
-                    "four_eyes", "state", "decision", "decider_name", "comment",
-                    "edited_payload", "on_expiry")
-_EFFECT_FIELDS = ("position", "idempotency_key", "tool", "tool_kind", "fingerprint", "args",
-                  "state", "result", "error", "attempts", "resolution", "note")
+_RUN_FIELDS = (
+    "id",
+    "agent",
+    "agent_version",
+    "input",
+    "status",
+    "result",
+    "error",
+    "max_steps",
+    "max_duration_seconds",
+    "steps_used",
+    "fence",
+    "parent",
+    "fork_position",
+    "sandbox",
+    "tokens_in",
+    "tokens_out",
+    "retry_position",
+    "retry_attempts",
+    "last_error",
+)
+_STEP_FIELDS = (
+    "position",
+    "step_id",
+    "kind",
+    "name",
+    "tool",
+    "fingerprint",
+    "input",
+    "result",
+    "error",
+    "attempts",
+    "schema_version",
+)
+_APPROVAL_FIELDS = (
+    "position",
+    "name",
+    "summary",
+    "payload",
+    "allowed",
+    "schema",
+    "guards",
+    "four_eyes",
+    "state",
+    "decision",
+    "decider_name",
+    "comment",
+    "edited_payload",
+    "on_expiry",
+)
+_EFFECT_FIELDS = (
+    "position",
+    "idempotency_key",
+    "tool",
+    "tool_kind",
+    "fingerprint",
+    "args",
+    "state",
+    "result",
+    "error",
+    "attempts",
+    "resolution",
+    "note",
+)
 
 
 class ExportError(ValueError):
@@ -44,21 +97,30 @@ def _times(obj: Any, *names: str) -> dict[str, str | None]:
 def export_run(run: Run) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT,
-        "run": {**model_to_dict(run, fields=_RUN_FIELDS), "id": run.id,
-                **_times(run, "created_at", "started_at", "finished_at")},
+        "run": {
+            **model_to_dict(run, fields=_RUN_FIELDS),
+            "id": run.id,
+            **_times(run, "created_at", "started_at", "finished_at"),
+        },
         "steps": [
-            {**model_to_dict(step, fields=_STEP_FIELDS),
-             **_times(step, "started_at", "finished_at")}
+            {
+                **model_to_dict(step, fields=_STEP_FIELDS),
+                **_times(step, "started_at", "finished_at"),
+            }
             for step in run.steps.order_by("position")
         ],
         "effects": [
-            {**model_to_dict(effect, fields=_EFFECT_FIELDS),
-             **_times(effect, "started_at", "finished_at", "resolved_at")}
+            {
+                **model_to_dict(effect, fields=_EFFECT_FIELDS),
+                **_times(effect, "started_at", "finished_at", "resolved_at"),
+            }
             for effect in run.effects.order_by("position")
         ],
         "approvals": [
-            {**model_to_dict(approval, fields=_APPROVAL_FIELDS),
-             **_times(approval, "created_at", "decided_at", "expires_at")}
+            {
+                **model_to_dict(approval, fields=_APPROVAL_FIELDS),
+                **_times(approval, "created_at", "decided_at", "expires_at"),
+            }
             for approval in run.approvals.order_by("position")
         ],
         "audit": [_audit_event(event) for event in audit_trail(run)],
@@ -66,9 +128,15 @@ def export_run(run: Run) -> dict[str, Any]:
 
 
 def _audit_event(event: AuditEvent) -> dict[str, Any]:
-    return {"actor": event.actor_name, "action": event.action, "target_type": event.target_type,
-            "target_id": event.target_id, "before": event.before, "after": event.after,
-            **_times(event, "created_at")}
+    return {
+        "actor": event.actor_name,
+        "action": event.action,
+        "target_type": event.target_type,
+        "target_id": event.target_id,
+        "before": event.before,
+        "after": event.after,
+        **_times(event, "created_at"),
+    }
 
 
 # --- Reading a document back -----------------------------------------------------
@@ -115,8 +183,10 @@ def validate(doc: Any) -> dict[str, Any]:
     if not isinstance(doc, Mapping):
         raise ExportError("an exported run must be a JSON object")
     if doc.get("format") != EXPORT_FORMAT:
-        raise ExportError(f"unsupported export format {doc.get('format')!r} "
-                          f"(this version reads format {EXPORT_FORMAT})")
+        raise ExportError(
+            f"unsupported export format {doc.get('format')!r} "
+            f"(this version reads format {EXPORT_FORMAT})"
+        )
     run = _require(doc, "run", dict, "document")
     run_id = _require(run, "id", str, "run")
     if not RUN_ID_PATTERN.match(run_id):
@@ -187,14 +257,23 @@ def _validate_approval(approval: Any, index: int) -> None:
 
 def _run_record(run: Mapping[str, Any]) -> Run:
     return Run(
-        id=run["id"], agent=run["agent"], agent_version=run["agent_version"],
-        input=run["input"], status=run["status"], result=run.get("result"),
-        error=run.get("error"), max_steps=run["max_steps"],
+        id=run["id"],
+        agent=run["agent"],
+        agent_version=run["agent_version"],
+        input=run["input"],
+        status=run["status"],
+        result=run.get("result"),
+        error=run.get("error"),
+        max_steps=run["max_steps"],
         max_duration_seconds=float(run["max_duration_seconds"]),
-        steps_used=int(run.get("steps_used") or 0), fork_position=run.get("fork_position"),
-        sandbox=bool(run.get("sandbox", False)), tokens_in=int(run.get("tokens_in") or 0),
-        tokens_out=int(run.get("tokens_out") or 0), last_error=run.get("last_error"),
-        fence=int(run.get("fence") or 0), retry_position=run.get("retry_position"),
+        steps_used=int(run.get("steps_used") or 0),
+        fork_position=run.get("fork_position"),
+        sandbox=bool(run.get("sandbox", False)),
+        tokens_in=int(run.get("tokens_in") or 0),
+        tokens_out=int(run.get("tokens_out") or 0),
+        last_error=run.get("last_error"),
+        fence=int(run.get("fence") or 0),
+        retry_position=run.get("retry_position"),
         retry_attempts=int(run.get("retry_attempts") or 0),
         started_at=_time(run, "started_at", "run", required=False),
         finished_at=_time(run, "finished_at", "run", required=False),
@@ -203,9 +282,16 @@ def _run_record(run: Mapping[str, Any]) -> Run:
 
 def _step_record(step: Mapping[str, Any], run: Run) -> Step:
     return Step(
-        run=run, position=step["position"], step_id=step["step_id"], kind=step["kind"],
-        name=step["name"], tool=step.get("tool", ""), fingerprint=step.get("fingerprint", ""),
-        input=step.get("input"), result=step.get("result"), error=step.get("error"),
+        run=run,
+        position=step["position"],
+        step_id=step["step_id"],
+        kind=step["kind"],
+        name=step["name"],
+        tool=step.get("tool", ""),
+        fingerprint=step.get("fingerprint", ""),
+        input=step.get("input"),
+        result=step.get("result"),
+        error=step.get("error"),
         attempts=int(step.get("attempts") or 1),
         started_at=_time(step, "started_at", "step"),
         finished_at=_time(step, "finished_at", "step"),
@@ -215,13 +301,21 @@ def _step_record(step: Mapping[str, Any], run: Run) -> Step:
 
 def _effect_record(effect: Mapping[str, Any], run: Run) -> Effect:
     return Effect(
-        run=run, position=effect["position"], idempotency_key=effect["idempotency_key"],
-        tool=effect["tool"], tool_kind=effect["tool_kind"], fingerprint=effect["fingerprint"],
-        args=effect.get("args"), state=effect["state"], result=effect.get("result"),
-        error=effect.get("error"), attempts=int(effect.get("attempts") or 1),
+        run=run,
+        position=effect["position"],
+        idempotency_key=effect["idempotency_key"],
+        tool=effect["tool"],
+        tool_kind=effect["tool_kind"],
+        fingerprint=effect["fingerprint"],
+        args=effect.get("args"),
+        state=effect["state"],
+        result=effect.get("result"),
+        error=effect.get("error"),
+        attempts=int(effect.get("attempts") or 1),
         started_at=_time(effect, "started_at", "effect"),
         finished_at=_time(effect, "finished_at", "effect", required=False),
-        resolution=effect.get("resolution") or "", note=effect.get("note") or "",
+        resolution=effect.get("resolution") or "",
+        note=effect.get("note") or "",
         resolved_at=_time(effect, "resolved_at", "effect", required=False),
     )
 
@@ -229,9 +323,12 @@ def _effect_record(effect: Mapping[str, Any], run: Run) -> Effect:
 def _approval_record(approval: Mapping[str, Any], run: Run) -> Approval:
     # The decider is kept by name: user ids mean nothing in another database.
     fields = {k: approval[k] for k in _APPROVAL_FIELDS if k in approval}
-    return Approval(run=run, **fields,
-                    decided_at=_time(approval, "decided_at", "approval", required=False),
-                    expires_at=_time(approval, "expires_at", "approval", required=False))
+    return Approval(
+        run=run,
+        **fields,
+        decided_at=_time(approval, "decided_at", "approval", required=False),
+        expires_at=_time(approval, "expires_at", "approval", required=False),
+    )
 
 
 def history_from_export(doc: Mapping[str, Any]) -> tuple[Run, dict[int, Step]]:
@@ -300,6 +397,7 @@ def _same_import(existing: Run, run: Run) -> Run:
     if (existing.agent, existing.agent_version) != (run.agent, run.agent_version) or (
         fingerprint(existing.input) != fingerprint(run.input)
     ):
-        raise ExportError(f"a different run {run.id} already exists here "
-                          "(another agent, version or input)")
+        raise ExportError(
+            f"a different run {run.id} already exists here (another agent, version or input)"
+        )
     return existing

@@ -76,8 +76,9 @@ def request_fingerprint(request: HttpRequest) -> str:
 
 
 def _problem(status: int, detail: str) -> JsonResponse:
-    return JsonResponse({"title": detail, "status": status}, status=status,
-                        content_type="application/problem+json")
+    return JsonResponse(
+        {"title": detail, "status": status}, status=status, content_type="application/problem+json"
+    )
 
 
 def idempotent(scope: str, *, required: bool = True) -> Callable[[View], View]:
@@ -102,8 +103,9 @@ class _Superseded(Exception):
     """Rolls back a request whose claim was taken over while it ran."""
 
 
-def _handle(view: View, scope: str, key: str, request: HttpRequest, *args: object,
-            **kwargs: object) -> HttpResponse:
+def _handle(
+    view: View, scope: str, key: str, request: HttpRequest, *args: object, **kwargs: object
+) -> HttpResponse:
     fingerprint = request_fingerprint(request)
     record, claimed = _claim(scope, key, fingerprint)
     if not claimed:
@@ -131,11 +133,14 @@ def _storable(response: HttpResponse) -> bool:
 
 def _complete(record: IdempotencyRecord, response: HttpResponse) -> bool:
     """Store the response if this request still holds the claim (nobody took it over)."""
-    return bool(_claimed_by(record).update(
-        state=IdempotencyRecord.State.COMPLETED, response_status=response.status_code,
-        response_body=response.content,
-        response_content_type=response.get("Content-Type", ""),
-    ))
+    return bool(
+        _claimed_by(record).update(
+            state=IdempotencyRecord.State.COMPLETED,
+            response_status=response.status_code,
+            response_body=response.content,
+            response_content_type=response.get("Content-Type", ""),
+        )
+    )
 
 
 def _unclaim(record: IdempotencyRecord) -> None:
@@ -156,8 +161,7 @@ def _claim(scope: str, key: str, fingerprint: str) -> tuple[IdempotencyRecord, b
     ).delete()
     try:
         with transaction.atomic():
-            record = IdempotencyRecord.objects.create(scope=scope, key=key,
-                                                      fingerprint=fingerprint)
+            record = IdempotencyRecord.objects.create(scope=scope, key=key, fingerprint=fingerprint)
         return record, True
     except IntegrityError:
         existing = IdempotencyRecord.objects.filter(scope=scope, key=key).first()
@@ -195,8 +199,11 @@ def _answer_repeat(record: IdempotencyRecord, fingerprint: str) -> HttpResponse:
         return _problem(422, "this Idempotency-Key was used with a different request")
     if record.state == IdempotencyRecord.State.IN_FLIGHT:
         return _in_flight()
-    response = HttpResponse(bytes(record.response_body or b""), status=record.response_status,
-                            content_type=record.response_content_type)
+    response = HttpResponse(
+        bytes(record.response_body or b""),
+        status=record.response_status,
+        content_type=record.response_content_type,
+    )
     response["Idempotent-Replayed"] = "true"
     return response
 

@@ -278,7 +278,10 @@ class Approval(models.Model):
     state = models.CharField(max_length=10, choices=State, default=State.PENDING)
     decision = models.CharField(max_length=10, choices=Decision, blank=True, default="")
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     decider_name = models.CharField(max_length=150, blank=True, default="")
@@ -294,10 +297,14 @@ class Approval(models.Model):
             models.UniqueConstraint(fields=["run", "position"], name="approval_run_position"),
         ]
         indexes = [
-            models.Index(fields=["created_at"], name="approval_pending",
-                         condition=Q(state="pending")),
-            models.Index(fields=["expires_at"], name="approval_expiring",
-                         condition=Q(state="pending", expires_at__isnull=False)),
+            models.Index(
+                fields=["created_at"], name="approval_pending", condition=Q(state="pending")
+            ),
+            models.Index(
+                fields=["expires_at"],
+                name="approval_expiring",
+                condition=Q(state="pending", expires_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -314,8 +321,11 @@ class Approval(models.Model):
     def final_payload(self) -> object:
         """What the agent receives: the edit if there was one, else what was shown."""
         return self.edited_payload if self.decision == self.Decision.EDIT else self.payload
+
+
 # --- Admin: retention, redaction rules, legal hold (issue 6) -------------------
 # Run.legal_hold and Run.redacted_at (in Run above) belong to this area too.
+
 
 class RetentionPolicy(models.Model):
     """Delete or redact terminal runs of an agent after they are `age_days` old."""
@@ -325,8 +335,9 @@ class RetentionPolicy(models.Model):
         REDACT = "redact", "Redact payloads, keep keys, states and decisions"
 
     name = models.CharField(max_length=100, unique=True)
-    agent = models.CharField(max_length=100, blank=True, default="",
-                             help_text="Empty: every agent.")
+    agent = models.CharField(
+        max_length=100, blank=True, default="", help_text="Empty: every agent."
+    )
     statuses = models.JSONField(default=list, help_text="Terminal statuses in scope.")
     age_days = models.PositiveIntegerField()
     action = models.CharField(max_length=10, choices=Action)
@@ -350,8 +361,9 @@ class RetentionPolicy(models.Model):
 class RetentionSweep(models.Model):
     """One application of the policies (by beat, the command, or an admin): the log."""
 
-    policy = models.ForeignKey(RetentionPolicy, null=True, blank=True,
-                               on_delete=models.SET_NULL, related_name="sweeps")
+    policy = models.ForeignKey(
+        RetentionPolicy, null=True, blank=True, on_delete=models.SET_NULL, related_name="sweeps"
+    )
     policy_name = models.CharField(max_length=100)
     action = models.CharField(max_length=10)
     dry_run = models.BooleanField(default=False)

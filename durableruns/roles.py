@@ -38,8 +38,7 @@ def ensure_groups(**kwargs: Any) -> None:
         group, _ = Group.objects.get_or_create(name=role)
         codenames = [perm.split(".", 1)[1] for perm in perms]
         group.permissions.set(
-            Permission.objects.filter(content_type__app_label="durableruns",
-                                      codename__in=codenames)
+            Permission.objects.filter(content_type__app_label="durableruns", codename__in=codenames)
         )
 
 

@@ -212,8 +212,13 @@ DURABLERUNS_LOGIN_WINDOW = _env_float("DURABLERUNS_LOGIN_WINDOW", 900.0)
 
 if REDIS_URL:
     # Shared by every process: login throttling and the redaction-rule cache.
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL, "KEY_PREFIX": "durableruns"}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "durableruns",
+        }
+    }
 
 # Content Security Policy (Django 6): nothing inline, nothing from elsewhere.
 # htmx's inline indicator styles are switched off by a meta tag in _base.html.
@@ -250,8 +255,10 @@ LOGGING = {
         "run_context": {"()": "durableruns.logs.RunContextFilter"},
     },
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s run=%(run_id)s "
-                            "step=%(step_id)s %(message)s"},
+        "plain": {
+            "format": "%(asctime)s %(levelname)s %(name)s run=%(run_id)s "
+            "step=%(step_id)s %(message)s"
+        },
         "json": {"()": "durableruns.logs.JsonFormatter"},
     },
     "handlers": {

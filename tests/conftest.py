@@ -28,8 +28,13 @@ TEST_LEASE_TTL = 1.5
 TEST_SWEEP_INTERVAL = 0.5
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.05,
-             message: str = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 60.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> Any:
     """Poll an observable state with a deadline (never a fixed sleep)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -100,25 +105,46 @@ class Processes:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
 
-    def _spawn(self, args: list[str], name: str,
-               extra_env: dict[str, str] | None) -> subprocess.Popen:
+    def _spawn(
+        self, args: list[str], name: str, extra_env: dict[str, str] | None
+    ) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}-{len(self.procs)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "durableruns", *args],
-            cwd=ROOT, env={**self.env, **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**self.env, **(extra_env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         self.procs.append(proc)
         return proc
 
-    def worker(self, *, pool: str = "solo", concurrency: int = 1,
-               extra_env: dict[str, str] | None = None, name: str = "worker") -> subprocess.Popen:
+    def worker(
+        self,
+        *,
+        pool: str = "solo",
+        concurrency: int = 1,
+        extra_env: dict[str, str] | None = None,
+        name: str = "worker",
+    ) -> subprocess.Popen:
         """A worker; with the solo pool a crash point kills the whole worker process."""
         return self._spawn(
-            ["worker", f"--pool={pool}", f"--concurrency={concurrency}", "--loglevel=INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-Q", self.env["DURABLERUNS_QUEUE"], "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"],
-            name, extra_env,
+            [
+                "worker",
+                f"--pool={pool}",
+                f"--concurrency={concurrency}",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-Q",
+                self.env["DURABLERUNS_QUEUE"],
+                "-n",
+                f"{name}-{uuid.uuid4().hex[:6]}@%h",
+            ],
+            name,
+            extra_env,
         )
 
     def beat(self) -> subprocess.Popen:

@@ -16,10 +16,17 @@ pytestmark = [
 
 @pytest.fixture
 def event(alice) -> AuditEvent:
-    run = Run.objects.create(id="audited", agent="refund-bot", agent_version="1", input={},
-                             max_steps=10, max_duration_seconds=60)
-    return audit.record(alice, "approval.approve", run, before={"state": "pending"},
-                        after={"state": "approved"})
+    run = Run.objects.create(
+        id="audited",
+        agent="refund-bot",
+        agent_version="1",
+        input={},
+        max_steps=10,
+        max_duration_seconds=60,
+    )
+    return audit.record(
+        alice, "approval.approve", run, before={"state": "pending"}, after={"state": "approved"}
+    )
 
 
 def _refused(statement) -> str:
@@ -43,8 +50,9 @@ def test_it_refuses_to_delete_an_audit_event(event):
 def test_it_refuses_raw_sql_that_rewrites_history(event):
     def rewrite():
         with connection.cursor() as cursor:
-            cursor.execute("UPDATE durableruns_auditevent SET action = 'nothing' WHERE id = %s",
-                           [event.pk])
+            cursor.execute(
+                "UPDATE durableruns_auditevent SET action = 'nothing' WHERE id = %s", [event.pk]
+            )
 
     assert "append-only" in _refused(rewrite)
     assert AuditEvent.objects.get(pk=event.pk).action == "approval.approve"

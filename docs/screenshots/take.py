@@ -23,9 +23,15 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durableruns.settings")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 OUT = Path(__file__).resolve().parent
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 def _wait(predicate, what: str, timeout: float = 120) -> None:
@@ -49,17 +55,21 @@ def seed() -> None:
     crash_dir = os.environ["DURABLERUNS_CRASH_DIR"]
     Path(crash_dir).mkdir(parents=True, exist_ok=True)
     crashpoints.arm(crash_dir, "refund-unsafe-A-1001", crashpoints.AFTER_EFFECT_STARTED, 2)
-    start_run("refund-bot", {"order_id": "A-1001", "payments": "none"},
-              run_id="refund-unsafe-A-1001")
+    start_run(
+        "refund-bot", {"order_id": "A-1001", "payments": "none"}, run_id="refund-unsafe-A-1001"
+    )
     for order in ("A-1001", "A-1003"):
-        start_run("refund-bot", {"order_id": order, "payments": "lookup"},
-                  run_id=f"refund-{order}")
+        start_run("refund-bot", {"order_id": order, "payments": "lookup"}, run_id=f"refund-{order}")
     for topic in ("durable execution", "idempotency keys", "htmx dashboards"):
         start_run("research-bot", {"topic": topic}, run_id=f"research-{topic.replace(' ', '-')}")
-    _wait(lambda: Run.objects.filter(pk="refund-unsafe-A-1001", status="escalated").exists(),
-          "the unsafe refund to escalate")
-    _wait(lambda: not Run.objects.filter(status__in=["queued", "running"]).exists(),
-          "the runs to settle")
+    _wait(
+        lambda: Run.objects.filter(pk="refund-unsafe-A-1001", status="escalated").exists(),
+        "the unsafe refund to escalate",
+    )
+    _wait(
+        lambda: not Run.objects.filter(status__in=["queued", "running"]).exists(),
+        "the runs to settle",
+    )
 
 
 def shoot(base: str) -> None:
@@ -75,8 +85,9 @@ def shoot(base: str) -> None:
         "fork.png": "/runs/demo-refund-kettle/fork/?position=2",
     }
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
-                                             args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+        )
         page = browser.new_page(viewport={"width": 1100, "height": 720})
         page.goto(f"{base}/login/")
         page.fill("#id_username", "operator")

@@ -13,63 +13,143 @@ from ..models import Approval, Effect, Run, Step
 
 class RunSerializer(serializers.ModelSerializer):
     parent = serializers.CharField(source="parent_id", allow_null=True, read_only=True)
-    created_by = serializers.CharField(source="created_by.username", allow_null=True,
-                                       default=None, read_only=True)
+    created_by = serializers.CharField(
+        source="created_by.username", allow_null=True, default=None, read_only=True
+    )
 
     class Meta:
         model = Run
-        fields = ("id", "agent", "agent_version", "input", "status", "result", "error",
-                  "last_error", "max_steps", "max_duration_seconds", "steps_used", "parent",
-                  "fork_position", "sandbox", "tokens_in", "tokens_out", "created_by",
-                  "created_at", "started_at", "finished_at", "updated_at", "wake_at")
+        fields = (
+            "id",
+            "agent",
+            "agent_version",
+            "input",
+            "status",
+            "result",
+            "error",
+            "last_error",
+            "max_steps",
+            "max_duration_seconds",
+            "steps_used",
+            "parent",
+            "fork_position",
+            "sandbox",
+            "tokens_in",
+            "tokens_out",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "updated_at",
+            "wake_at",
+        )
         read_only_fields = fields
 
 
 class StepSerializer(serializers.ModelSerializer):
     class Meta:
         model = Step
-        fields = ("position", "step_id", "kind", "name", "tool", "fingerprint", "input",
-                  "result", "error", "attempts", "started_at", "finished_at", "schema_version")
+        fields = (
+            "position",
+            "step_id",
+            "kind",
+            "name",
+            "tool",
+            "fingerprint",
+            "input",
+            "result",
+            "error",
+            "attempts",
+            "started_at",
+            "finished_at",
+            "schema_version",
+        )
         read_only_fields = fields
 
 
 class EffectSerializer(serializers.ModelSerializer):
     run = serializers.CharField(source="run_id", read_only=True)
-    resolved_by = serializers.CharField(source="resolved_by.username", allow_null=True,
-                                        default=None, read_only=True)
-    resolution = serializers.ChoiceField(Effect.Resolution.choices, allow_blank=True,
-                                         read_only=True, help_text="blank until resolved")
+    resolved_by = serializers.CharField(
+        source="resolved_by.username", allow_null=True, default=None, read_only=True
+    )
+    resolution = serializers.ChoiceField(
+        Effect.Resolution.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="blank until resolved",
+    )
 
     class Meta:
         model = Effect
-        fields = ("id", "run", "position", "idempotency_key", "tool", "tool_kind",
-                  "fingerprint", "args", "state", "result", "error", "attempts", "started_at",
-                  "finished_at", "resolution", "resolved_by", "resolved_at", "note")
+        fields = (
+            "id",
+            "run",
+            "position",
+            "idempotency_key",
+            "tool",
+            "tool_kind",
+            "fingerprint",
+            "args",
+            "state",
+            "result",
+            "error",
+            "attempts",
+            "started_at",
+            "finished_at",
+            "resolution",
+            "resolved_by",
+            "resolved_at",
+            "note",
+        )
         read_only_fields = fields
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
     run = serializers.CharField(source="run_id", read_only=True)
-    decision = serializers.ChoiceField(Approval.Decision.choices, allow_blank=True,
-                                       read_only=True, help_text="blank while pending")
-    decided_by = serializers.CharField(source="decider_name", read_only=True,
-                                       help_text="blank while pending")
+    decision = serializers.ChoiceField(
+        Approval.Decision.choices, allow_blank=True, read_only=True, help_text="blank while pending"
+    )
+    decided_by = serializers.CharField(
+        source="decider_name", read_only=True, help_text="blank while pending"
+    )
 
     class Meta:
         model = Approval
-        fields = ("id", "run", "position", "name", "summary", "payload", "allowed", "schema",
-                  "guards", "four_eyes", "state", "decision", "decided_by", "comment",
-                  "edited_payload", "expires_at", "on_expiry", "created_at", "decided_at")
+        fields = (
+            "id",
+            "run",
+            "position",
+            "name",
+            "summary",
+            "payload",
+            "allowed",
+            "schema",
+            "guards",
+            "four_eyes",
+            "state",
+            "decision",
+            "decided_by",
+            "comment",
+            "edited_payload",
+            "expires_at",
+            "on_expiry",
+            "created_at",
+            "decided_at",
+        )
         read_only_fields = fields
 
 
 def page_of(item: type[serializers.Serializer], name: str) -> type[serializers.Serializer]:
     """A cursor page (next/previous links and results), named for the OpenAPI schema."""
-    return type(name, (serializers.Serializer,), {
-        "next": serializers.URLField(allow_null=True),
-        "previous": serializers.URLField(allow_null=True),
-        "results": item(many=True),
-    })
+    return type(
+        name,
+        (serializers.Serializer,),
+        {
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": item(many=True),
+        },
+    )
 
 
 RunPage = page_of(RunSerializer, "RunPage")
@@ -82,11 +162,13 @@ class StartRunSerializer(serializers.Serializer):
     agent = serializers.CharField(max_length=100)
     input = serializers.DictField(default=dict, help_text="the run input, a JSON object")
     run_id = serializers.CharField(
-        max_length=64, required=False,
+        max_length=64,
+        required=False,
         help_text="a client-chosen id; starting again with it returns the same run",
     )
-    agent_version = serializers.CharField(max_length=100, required=False,
-                                          help_text="default: the newest registered version")
+    agent_version = serializers.CharField(
+        max_length=100, required=False, help_text="default: the newest registered version"
+    )
 
     def validate_run_id(self, value: str) -> str:
         if not RUN_ID_PATTERN.match(value):
@@ -95,10 +177,12 @@ class StartRunSerializer(serializers.Serializer):
 
 
 class ForkSerializer(serializers.Serializer):
-    position = serializers.IntegerField(min_value=0,
-                                        help_text="reuse steps before it, execute from it")
-    sandbox = serializers.BooleanField(default=False,
-                                       help_text="record write-tool calls without making them")
+    position = serializers.IntegerField(
+        min_value=0, help_text="reuse steps before it, execute from it"
+    )
+    sandbox = serializers.BooleanField(
+        default=False, help_text="record write-tool calls without making them"
+    )
 
 
 class ForkPreviewQuery(serializers.Serializer):
@@ -107,18 +191,18 @@ class ForkPreviewQuery(serializers.Serializer):
 
 class DecideSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(DECISIONS)
-    comment = serializers.CharField(required=False, allow_blank=True, default="",
-                                    max_length=10_000)
-    payload = serializers.JSONField(required=False, default=None,
-                                    help_text="for `edit`: the payload that replaces it")
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
+    payload = serializers.JSONField(
+        required=False, default=None, help_text="for `edit`: the payload that replaces it"
+    )
 
 
 class ResolveSerializer(serializers.Serializer):
     resolution = serializers.ChoiceField(Effect.Resolution.choices)
-    result = serializers.JSONField(required=False, default=None,
-                                   help_text="for `happened`: what the call returned")
-    note = serializers.CharField(required=False, allow_blank=True, default="",
-                                 max_length=10_000)
+    result = serializers.JSONField(
+        required=False, default=None, help_text="for `happened`: what the call returned"
+    )
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
 
 
 class ReplayEntrySerializer(serializers.Serializer):

@@ -8,8 +8,13 @@ from . import views
 
 urlpatterns = [
     # The schema describes the API, not its data: public, so tools can read it.
-    path("schema/", login_not_required(SpectacularAPIView.as_view(
-        authentication_classes=[], permission_classes=[])), name="api-schema"),
+    path(
+        "schema/",
+        login_not_required(
+            SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[])
+        ),
+        name="api-schema",
+    ),
     path("runs/", views.runs, name="api-runs"),
     path("runs/<str:run_id>/", views.run_detail, name="api-run"),
     path("runs/<str:run_id>/steps/", views.run_steps, name="api-run-steps"),
@@ -25,8 +30,7 @@ urlpatterns = [
     path("effects/<int:effect_id>/resolve/", views.effect_resolve, name="api-effect-resolve"),
     path("approvals/", views.approvals_list, name="api-approvals"),
     path("approvals/<int:approval_id>/", views.approval_detail, name="api-approval"),
-    path("approvals/<int:approval_id>/decide/", views.approval_decide,
-         name="api-approval-decide"),
+    path("approvals/<int:approval_id>/decide/", views.approval_decide, name="api-approval-decide"),
     # Clients of a JSON API get JSON errors, also for a path nothing here matches.
     re_path(r"", views.not_found, name="api-not-found"),
 ]

@@ -29,8 +29,10 @@ from ..engine.runs import RunConflict, start_run
 from ..models import Approval, Effect, Run
 from . import serializers as s
 
-DENIED = {401: OpenApiResponse(s.ErrorSerializer, "not authenticated"),
-          403: OpenApiResponse(s.ErrorSerializer, "authenticated, without the permission")}
+DENIED = {
+    401: OpenApiResponse(s.ErrorSerializer, "not authenticated"),
+    403: OpenApiResponse(s.ErrorSerializer, "authenticated, without the permission"),
+}
 MISSING = {404: OpenApiResponse(s.ErrorSerializer, "no such run or effect")}
 INVALID = {400: OpenApiResponse(description="invalid request: field errors or detail")}
 CONFLICT = {409: OpenApiResponse(s.ErrorSerializer, "the run is not in a state for this")}
@@ -70,8 +72,12 @@ class ApprovalCursor(_Cursor):
     ordering = ("id",)
 
 
-def _page(request: Request, queryset: Any, cursor: type[_Cursor],
-          serializer: type[s.serializers.Serializer]) -> Response:
+def _page(
+    request: Request,
+    queryset: Any,
+    cursor: type[_Cursor],
+    serializer: type[s.serializers.Serializer],
+) -> Response:
     paginator = cursor()
     rows = paginator.paginate_queryset(queryset, request)
     return paginator.get_paginated_response(serializer(rows, many=True).data)
@@ -97,7 +103,9 @@ def _page_params(*extra: OpenApiParameter) -> list[OpenApiParameter]:
 
 @login_not_required
 @extend_schema(
-    methods=["GET"], operation_id="runs_list", responses={200: s.RunPage, **DENIED, **INVALID},
+    methods=["GET"],
+    operation_id="runs_list",
+    responses={200: s.RunPage, **DENIED, **INVALID},
     parameters=_page_params(
         OpenApiParameter("status", OpenApiTypes.STR, enum=Run.Status.values),
         OpenApiParameter("agent", OpenApiTypes.STR),
@@ -105,7 +113,9 @@ def _page_params(*extra: OpenApiParameter) -> list[OpenApiParameter]:
     description="Runs, newest first, with keyset (cursor) pagination.",
 )
 @extend_schema(
-    methods=["POST"], operation_id="runs_start", request=s.StartRunSerializer,
+    methods=["POST"],
+    operation_id="runs_start",
+    request=s.StartRunSerializer,
     responses={201: s.RunSerializer, 200: s.RunSerializer, **DENIED, **INVALID, **CONFLICT},
     description="Start a run. Idempotent on `run_id`: repeating the request returns the "
     "same run (200); the same id with another agent or input is a 409.",
@@ -130,17 +140,27 @@ def _start(request: Request) -> Response:
     data = form.validated_data
     try:
         with transaction.atomic():
-            run, created = start_run(data["agent"], data["input"], run_id=data.get("run_id"),
-                                     user=request.user, version=data.get("agent_version"))
+            run, created = start_run(
+                data["agent"],
+                data["input"],
+                run_id=data.get("run_id"),
+                user=request.user,
+                version=data.get("agent_version"),
+            )
             if created:
-                audit.record(request.user, "run.start", run,
-                             after={"agent": run.agent, "version": run.agent_version})
+                audit.record(
+                    request.user,
+                    "run.start",
+                    run,
+                    after={"agent": run.agent, "version": run.agent_version},
+                )
     except RunConflict as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
     except DurableRunsError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
-    return Response(s.RunSerializer(run).data,
-                    status=http.HTTP_201_CREATED if created else http.HTTP_200_OK)
+    return Response(
+        s.RunSerializer(run).data, status=http.HTTP_201_CREATED if created else http.HTTP_200_OK
+    )
 
 
 @login_not_required
@@ -153,9 +173,11 @@ def run_detail(request: Request, run_id: str) -> Response:
 
 
 @login_not_required
-@extend_schema(operation_id="runs_steps_list",
-               responses={200: s.StepPage, **DENIED, **MISSING, **INVALID},
-               parameters=_page_params())
+@extend_schema(
+    operation_id="runs_steps_list",
+    responses={200: s.StepPage, **DENIED, **MISSING, **INVALID},
+    parameters=_page_params(),
+)
 @api_view(["GET"])
 def run_steps(request: Request, run_id: str) -> Response:
     _require(request, roles.VIEW_RUNS)
@@ -164,21 +186,26 @@ def run_steps(request: Request, run_id: str) -> Response:
 
 
 @login_not_required
-@extend_schema(operation_id="runs_effects_list",
-               responses={200: s.EffectPage, **DENIED, **MISSING, **INVALID},
-               parameters=_page_params())
+@extend_schema(
+    operation_id="runs_effects_list",
+    responses={200: s.EffectPage, **DENIED, **MISSING, **INVALID},
+    parameters=_page_params(),
+)
 @api_view(["GET"])
 def run_effects(request: Request, run_id: str) -> Response:
     _require(request, roles.VIEW_RUNS)
     run = get_object_or_404(Run, pk=run_id)
-    return _page(request, run.effects.select_related("resolved_by"), EffectCursor,
-                 s.EffectSerializer)
+    return _page(
+        request, run.effects.select_related("resolved_by"), EffectCursor, s.EffectSerializer
+    )
 
 
 @login_not_required
-@extend_schema(operation_id="runs_approvals_list",
-               responses={200: s.ApprovalPage, **DENIED, **MISSING, **INVALID},
-               parameters=_page_params())
+@extend_schema(
+    operation_id="runs_approvals_list",
+    responses={200: s.ApprovalPage, **DENIED, **MISSING, **INVALID},
+    parameters=_page_params(),
+)
 @api_view(["GET"])
 def run_approvals(request: Request, run_id: str) -> Response:
     _require(request, roles.VIEW_RUNS)
@@ -197,14 +224,19 @@ def _operated(request: Request, run_id: str) -> Run:
 def _action_result(run: Run, done: bool, reached: tuple[str, ...], what: str) -> Response:
     run.refresh_from_db()
     if not done and run.status not in reached:
-        return Response({"detail": f"run {run.id} is {run.status}; it cannot be {what}"},
-                        status=http.HTTP_409_CONFLICT)
+        return Response(
+            {"detail": f"run {run.id} is {run.status}; it cannot be {what}"},
+            status=http.HTTP_409_CONFLICT,
+        )
     return Response(s.RunSerializer(run).data)
 
 
 @login_not_required
-@extend_schema(request=None, responses={200: s.RunSerializer, **DENIED, **MISSING, **CONFLICT},
-               description="Cancel a run that has not finished; repeating it is harmless.")
+@extend_schema(
+    request=None,
+    responses={200: s.RunSerializer, **DENIED, **MISSING, **CONFLICT},
+    description="Cancel a run that has not finished; repeating it is harmless.",
+)
 @api_view(["POST"])
 def run_cancel(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
@@ -213,9 +245,12 @@ def run_cancel(request: Request, run_id: str) -> Response:
 
 
 @login_not_required
-@extend_schema(request=None, responses={200: s.RunSerializer, **DENIED, **MISSING, **CONFLICT},
-               description="Continue a failed, cancelled or waiting run from its last "
-               "checkpoint, with the same idempotency keys.")
+@extend_schema(
+    request=None,
+    responses={200: s.RunSerializer, **DENIED, **MISSING, **CONFLICT},
+    description="Continue a failed, cancelled or waiting run from its last "
+    "checkpoint, with the same idempotency keys.",
+)
 @api_view(["POST"])
 def run_resume(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
@@ -224,17 +259,23 @@ def run_resume(request: Request, run_id: str) -> Response:
 
 
 @login_not_required
-@extend_schema(request=s.ForkSerializer,
-               responses={201: s.RunSerializer, **DENIED, **MISSING, **INVALID},
-               description="A new run reusing the recorded steps before `position`.")
+@extend_schema(
+    request=s.ForkSerializer,
+    responses={201: s.RunSerializer, **DENIED, **MISSING, **INVALID},
+    description="A new run reusing the recorded steps before `position`.",
+)
 @api_view(["POST"])
 def run_fork(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
     form = s.ForkSerializer(data=request.data)
     form.is_valid(raise_exception=True)
     try:
-        child = replay.fork(run, form.validated_data["position"], user=request.user,
-                            sandbox=form.validated_data["sandbox"])
+        child = replay.fork(
+            run,
+            form.validated_data["position"],
+            user=request.user,
+            sandbox=form.validated_data["sandbox"],
+        )
     except replay.ForkError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
     return Response(s.RunSerializer(child).data, status=http.HTTP_201_CREATED)
@@ -256,9 +297,11 @@ def run_fork_preview(request: Request, run_id: str) -> Response:
 
 
 @login_not_required
-@extend_schema(responses={200: s.ReplayReportSerializer, **DENIED, **MISSING},
-               description="Dry replay: agent code against the recorded history, with every "
-               "tool and model call forbidden. Writes nothing.")
+@extend_schema(
+    responses={200: s.ReplayReportSerializer, **DENIED, **MISSING},
+    description="Dry replay: agent code against the recorded history, with every "
+    "tool and model call forbidden. Writes nothing.",
+)
 @api_view(["GET"])
 def run_replay(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
@@ -270,10 +313,15 @@ def run_replay(request: Request, run_id: str) -> Response:
 
 @login_not_required
 @extend_schema(
-    operation_id="effects_list", responses={200: s.EffectPage, **DENIED, **INVALID},
+    operation_id="effects_list",
+    responses={200: s.EffectPage, **DENIED, **INVALID},
     parameters=_page_params(
-        OpenApiParameter("state", OpenApiTypes.STR, enum=Effect.State.values,
-                         description="`unknown` lists the open escalations"),
+        OpenApiParameter(
+            "state",
+            OpenApiTypes.STR,
+            enum=Effect.State.values,
+            description="`unknown` lists the open escalations",
+        ),
         OpenApiParameter("idempotency_key", OpenApiTypes.STR, description="exact match"),
     ),
 )
@@ -298,11 +346,13 @@ def effect_detail(request: Request, effect_id: int) -> Response:
 
 
 @login_not_required
-@extend_schema(request=s.ResolveSerializer,
-               responses={200: s.EffectSerializer, **DENIED, **MISSING, **INVALID, **CONFLICT},
-               description="Resolve an escalation (an effect whose outcome is unknown): "
-               "`happened` with the result the call returned, `not_happened` to call it "
-               "again with the same key, or `aborted` to cancel the run.")
+@extend_schema(
+    request=s.ResolveSerializer,
+    responses={200: s.EffectSerializer, **DENIED, **MISSING, **INVALID, **CONFLICT},
+    description="Resolve an escalation (an effect whose outcome is unknown): "
+    "`happened` with the result the call returned, `not_happened` to call it "
+    "again with the same key, or `aborted` to cancel the run.",
+)
 @api_view(["POST"])
 def effect_resolve(request: Request, effect_id: int) -> Response:
     _require(request, roles.OPERATE_RUNS)
@@ -311,8 +361,9 @@ def effect_resolve(request: Request, effect_id: int) -> Response:
     form.is_valid(raise_exception=True)
     data = form.validated_data
     try:
-        resolved = escalations.resolve(effect, data["resolution"], user=request.user,
-                                       result=data["result"], note=data["note"])
+        resolved = escalations.resolve(
+            effect, data["resolution"], user=request.user, result=data["result"], note=data["note"]
+        )
     except (escalations.NotEscalated, escalations.AlreadyResolved) as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
     except DurableRunsError as exc:
@@ -325,9 +376,11 @@ def effect_resolve(request: Request, effect_id: int) -> Response:
 
 @login_not_required
 @extend_schema(
-    operation_id="approvals_list", responses={200: s.ApprovalPage, **DENIED, **INVALID},
+    operation_id="approvals_list",
+    responses={200: s.ApprovalPage, **DENIED, **INVALID},
     parameters=_page_params(
-        OpenApiParameter("state", OpenApiTypes.STR, enum=Approval.State.values)),
+        OpenApiParameter("state", OpenApiTypes.STR, enum=Approval.State.values)
+    ),
 )
 @api_view(["GET"])
 def approvals_list(request: Request) -> Response:
@@ -347,12 +400,13 @@ def approval_detail(request: Request, approval_id: int) -> Response:
 
 
 @login_not_required
-@extend_schema(request=s.DecideSerializer,
-               responses={200: s.ApprovalSerializer, **DENIED, **MISSING, **INVALID,
-                          **CONFLICT},
-               description="Approve, reject or edit-and-approve a pending approval. "
-               "403 also when four-eyes review forbids the run's starter to approve; "
-               "409 when someone already decided (the answer says who).")
+@extend_schema(
+    request=s.DecideSerializer,
+    responses={200: s.ApprovalSerializer, **DENIED, **MISSING, **INVALID, **CONFLICT},
+    description="Approve, reject or edit-and-approve a pending approval. "
+    "403 also when four-eyes review forbids the run's starter to approve; "
+    "409 when someone already decided (the answer says who).",
+)
 @api_view(["POST"])
 def approval_decide(request: Request, approval_id: int) -> Response:
     _require(request, roles.DECIDE_APPROVALS)
@@ -361,8 +415,13 @@ def approval_decide(request: Request, approval_id: int) -> Response:
     form.is_valid(raise_exception=True)
     data = form.validated_data
     try:
-        decided = approvals.decide(approval, data["decision"], user=request.user,
-                                   comment=data["comment"], payload=data["payload"])
+        decided = approvals.decide(
+            approval,
+            data["decision"],
+            user=request.user,
+            comment=data["comment"],
+            payload=data["payload"],
+        )
     except approvals.AlreadyDecided as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
     except approvals.FourEyesRefused as exc:

@@ -21,29 +21,50 @@ def refund_bot(run: dr.Run, task: dict) -> dict:
     Input: {"order_id": "A-1001", "payments": "dedupe|lookup|none",
             "email": "dedupe|lookup|none", "fail_first": 0}
     """
-    plan = json.loads(run.llm("plan", messages=[
-        {"role": "system", "content": "You handle refund requests."},
-        {"role": "user", "content": f"Refund order {task['order_id']}"},
-    ]))
+    plan = json.loads(
+        run.llm(
+            "plan",
+            messages=[
+                {"role": "system", "content": "You handle refund requests."},
+                {"role": "user", "content": f"Refund order {task['order_id']}"},
+            ],
+        )
+    )
     order = run.call(lookup_order, order_id=task["order_id"])
     refund_tool = REFUND_TOOLS[task.get("payments", "dedupe")]
     cents = order["cents"]
     if cents > APPROVAL_THRESHOLD_CENTS:
         decision = _approve_refund(run, order, refund_tool.name)
         if not decision.approved:
-            return {"refunded": False, "reason": decision.comment or decision.decision,
-                    "decided_by": decision.decider}
+            return {
+                "refunded": False,
+                "reason": decision.comment or decision.decision,
+                "decided_by": decision.decider,
+            }
         cents = decision.payload["cents"]
-    receipt = run.call(refund_tool, order_id=order["id"], cents=cents,
-                       fail_first=int(task.get("fail_first", 0)))
+    receipt = run.call(
+        refund_tool, order_id=order["id"], cents=cents, fail_first=int(task.get("fail_first", 0))
+    )
     email_tool = EMAIL_TOOLS[task.get("email", "dedupe")]
-    run.call(email_tool, to=order["customer"], subject=f"Refund for {order['id']}",
-             body=f"We refunded {cents / 100:.2f} ({receipt['refund_id']}).")
-    summary = run.llm("summary", messages=[
-        {"role": "user", "content": f"Refund {receipt['refund_id']} of {cents} cents"},
-    ])
-    return {"refunded": True, "refund_id": receipt["refund_id"], "cents": cents,
-            "actions": plan["actions"], "summary": summary}
+    run.call(
+        email_tool,
+        to=order["customer"],
+        subject=f"Refund for {order['id']}",
+        body=f"We refunded {cents / 100:.2f} ({receipt['refund_id']}).",
+    )
+    summary = run.llm(
+        "summary",
+        messages=[
+            {"role": "user", "content": f"Refund {receipt['refund_id']} of {cents} cents"},
+        ],
+    )
+    return {
+        "refunded": True,
+        "refund_id": receipt["refund_id"],
+        "cents": cents,
+        "actions": plan["actions"],
+        "summary": summary,
+    }
 
 
 def _approve_refund(run: dr.Run, order: dict, tool_name: str):
@@ -58,12 +79,21 @@ def _approve_refund(run: dr.Run, order: dict, tool_name: str):
     }
     return run.approval(
         "approve-refund",
-        summary=(f"Refund {order['cents'] / 100:.2f} for order {order['id']} "
-                 f"({order['item']}) to {order['customer']}"),
-        payload={"order_id": order["id"], "cents": order["cents"],
-                 "customer": order["customer"], "item": order["item"]},
-        guards={"tool": tool_name, "args": {"order_id": order["id"], "cents": order["cents"]},
-                "then": f"email {order['customer']} that the refund was made"},
+        summary=(
+            f"Refund {order['cents'] / 100:.2f} for order {order['id']} "
+            f"({order['item']}) to {order['customer']}"
+        ),
+        payload={
+            "order_id": order["id"],
+            "cents": order["cents"],
+            "customer": order["customer"],
+            "item": order["item"],
+        },
+        guards={
+            "tool": tool_name,
+            "args": {"order_id": order["id"], "cents": order["cents"]},
+            "then": f"email {order['customer']} that the refund was made",
+        },
         schema=schema,
         expires_in=timedelta(days=1),
         on_expiry="reject",
@@ -88,10 +118,10 @@ def research_bot(run: dr.Run, task: dict) -> dict:
     critique = run.llm("critique", messages=[{"role": "user", "content": draft}])
     final = run.llm("final", messages=[{"role": "user", "content": f"{draft}\n{critique}"}])
     email_tool = EMAIL_TOOLS[task.get("email", "dedupe")]
-    sent = run.call(email_tool, to=task.get("to", "team@example.com"),
-                    subject=f"Research: {topic}", body=final)
-    return {"report": final, "sources": [a["id"] for a in ranked],
-            "message_id": sent["message_id"]}
+    sent = run.call(
+        email_tool, to=task.get("to", "team@example.com"), subject=f"Research: {topic}", body=final
+    )
+    return {"report": final, "sources": [a["id"] for a in ranked], "message_id": sent["message_id"]}
 
 
 def _rank(articles: list[dict]) -> list[dict]:

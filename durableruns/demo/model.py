@@ -26,8 +26,15 @@ def _refund_plan(messages: list[dict[str, Any]]) -> str:
 
 def _research_plan(messages: list[dict[str, Any]]) -> str:
     topic = _last_user_text(messages)
-    return json.dumps({"queries": [f"{topic} checkpointing", f"{topic} idempotency keys",
-                                   f"{topic} backoff jitter"]})
+    return json.dumps(
+        {
+            "queries": [
+                f"{topic} checkpointing",
+                f"{topic} idempotency keys",
+                f"{topic} backoff jitter",
+            ]
+        }
+    )
 
 
 SCRIPT = {
@@ -41,12 +48,20 @@ SCRIPT = {
 
 
 class ScriptedModel:
-    def complete(self, *, messages: list[dict[str, Any]], agent: str, step: str,
-                 idempotency_key: str, **params: Any) -> dict[str, Any]:
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        agent: str,
+        step: str,
+        idempotency_key: str,
+        **params: Any,
+    ) -> dict[str, Any]:
         answer = SCRIPT.get((agent, step), lambda m: f"ok: {_last_user_text(m)[:200]}")
         content = answer(messages)
         ModelCall.objects.create(agent=agent, step=step, idempotency_key=idempotency_key)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-        return {"content": content,
-                "usage": {"prompt_tokens": prompt_tokens,
-                          "completion_tokens": len(content.split())}}
+        return {
+            "content": content,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split())},
+        }

@@ -45,20 +45,30 @@ def _execute(request: HttpRequest, provider: str, mode: str) -> HttpResponse:
         provider=provider, idempotency_key=key, outcome=ProviderCall.Outcome.REJECTED
     ).count()
     if rejected < int(payload.get("fail_first", 0)):
-        ProviderCall.objects.create(provider=provider, mode=mode, idempotency_key=key,
-                                    payload=payload, outcome=ProviderCall.Outcome.REJECTED)
+        ProviderCall.objects.create(
+            provider=provider,
+            mode=mode,
+            idempotency_key=key,
+            payload=payload,
+            outcome=ProviderCall.Outcome.REJECTED,
+        )
         return JsonResponse({"error": "temporarily unavailable"}, status=503)
     response = _respond(provider, key, payload)
-    ProviderCall.objects.create(provider=provider, mode=mode, idempotency_key=key,
-                                payload=payload, response=response)
+    ProviderCall.objects.create(
+        provider=provider, mode=mode, idempotency_key=key, payload=payload, response=response
+    )
     return JsonResponse(response, status=201)
 
 
 def _respond(provider: str, key: str, payload: dict) -> dict:
     reference = hashlib.sha256(f"{provider}:{key}".encode()).hexdigest()[:12]
     if provider == "payments":
-        return {"refund_id": f"re_{reference}", "status": "succeeded",
-                "order_id": payload.get("order_id"), "cents": payload.get("cents")}
+        return {
+            "refund_id": f"re_{reference}",
+            "status": "succeeded",
+            "order_id": payload.get("order_id"),
+            "cents": payload.get("cents"),
+        }
     return {"message_id": f"msg_{reference}", "status": "sent", "to": payload.get("to")}
 
 
@@ -83,9 +93,11 @@ def execute_plain(request: HttpRequest, provider: str, mode: str) -> HttpRespons
 @require_GET
 def lookup(request: HttpRequest, provider: str, key: str) -> HttpResponse:
     call = (
-        ProviderCall.objects.filter(provider=provider, idempotency_key=key,
-                                    outcome=ProviderCall.Outcome.EXECUTED)
-        .order_by("id").first()
+        ProviderCall.objects.filter(
+            provider=provider, idempotency_key=key, outcome=ProviderCall.Outcome.EXECUTED
+        )
+        .order_by("id")
+        .first()
     )
     if call is None:
         return JsonResponse({"error": "no such request"}, status=404)

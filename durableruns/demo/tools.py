@@ -23,8 +23,9 @@ def _url(path: str) -> str:
 
 def _send(method: str, path: str, key: str, body: dict | None = None) -> httpx.Response:
     try:
-        return httpx.request(method, _url(path), json=body, timeout=TIMEOUT,
-                             headers={"Idempotency-Key": key})
+        return httpx.request(
+            method, _url(path), json=body, timeout=TIMEOUT, headers={"Idempotency-Key": key}
+        )
     except httpx.ConnectError as exc:
         raise dr.TransientError(f"provider unreachable: {exc}") from None
     except (httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError) as exc:
@@ -81,30 +82,31 @@ def refund(order_id: str, cents: int, fail_first: int = 0, *, idempotency_key: s
 
 
 @dr.tool(kind=dr.UNSAFE_WRITE)
-def refund_with_lookup(order_id: str, cents: int, fail_first: int = 0, *,
-                       idempotency_key: str) -> dict:
+def refund_with_lookup(
+    order_id: str, cents: int, fail_first: int = 0, *, idempotency_key: str
+) -> dict:
     body = {"order_id": order_id, "cents": cents, "fail_first": fail_first}
     return _write("payments", "lookup", idempotency_key, body)
 
 
 @refund_with_lookup.reconcile
-def find_refund(order_id: str, cents: int, fail_first: int = 0, *,
-                idempotency_key: str) -> dict | None:
+def find_refund(
+    order_id: str, cents: int, fail_first: int = 0, *, idempotency_key: str
+) -> dict | None:
     return _lookup("payments", idempotency_key)
 
 
 @dr.tool(kind=dr.UNSAFE_WRITE)
-def refund_unsafe(order_id: str, cents: int, fail_first: int = 0, *,
-                  idempotency_key: str) -> dict:
+def refund_unsafe(order_id: str, cents: int, fail_first: int = 0, *, idempotency_key: str) -> dict:
     body = {"order_id": order_id, "cents": cents, "fail_first": fail_first}
     return _write("payments", "none", idempotency_key, body)
 
 
-def _sandbox_refund(order_id: str, cents: int, fail_first: int = 0, *,
-                    idempotency_key: str) -> dict:
+def _sandbox_refund(
+    order_id: str, cents: int, fail_first: int = 0, *, idempotency_key: str
+) -> dict:
     # What a sandboxed fork gets back: shaped like the provider's answer, marked as not real.
-    return {"refund_id": "re_sandbox", "status": "sandboxed", "order_id": order_id,
-            "cents": cents}
+    return {"refund_id": "re_sandbox", "status": "sandboxed", "order_id": order_id, "cents": cents}
 
 
 for _tool in (refund, refund_with_lookup, refund_unsafe):

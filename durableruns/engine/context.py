@@ -74,8 +74,16 @@ class StepRequest:
 class Run:
     """A run as agent code sees it. Created by the executor, never by agent code."""
 
-    def __init__(self, record: RunRecord, lease: store.Lease, history: dict[int, Step],
-                 effects: dict[int, Effect], *, max_steps: int, max_duration: float) -> None:
+    def __init__(
+        self,
+        record: RunRecord,
+        lease: store.Lease,
+        history: dict[int, Step],
+        effects: dict[int, Effect],
+        *,
+        max_steps: int,
+        max_duration: float,
+    ) -> None:
         self.id = record.id
         self.agent = record.agent
         self.agent_version = record.agent_version
@@ -144,29 +152,46 @@ class Run:
         position, recorded = self._next(request)
         if recorded is None:
             until = timezone.now() + timedelta(seconds=seconds)
-            recorded = self._execute(position, request, lambda: {"until": until.isoformat()},
-                                     raw=True)
+            recorded = self._execute(
+                position, request, lambda: {"until": until.isoformat()}, raw=True
+            )
         until = datetime.fromisoformat(self._replay(recorded)["until"])
         if timezone.now() < until:
             raise Suspend(RunRecord.Status.WAITING, wake_at=until, reason=f"sleeping ({name})")
 
-    def approval(self, name: str, *, summary: str = "", payload: Any = None,
-                 allowed: tuple[str, ...] = gates.DECISIONS,
-                 expires_in: float | timedelta | None = None, on_expiry: str = "reject",
-                 schema: dict[str, Any] | None = None, guards: Any = None,
-                 four_eyes: bool = False) -> gates.Decision:
+    def approval(
+        self,
+        name: str,
+        *,
+        summary: str = "",
+        payload: Any = None,
+        allowed: tuple[str, ...] = gates.DECISIONS,
+        expires_in: float | timedelta | None = None,
+        on_expiry: str = "reject",
+        schema: dict[str, Any] | None = None,
+        guards: Any = None,
+        four_eyes: bool = False,
+    ) -> gates.Decision:
         """Suspend until a person decides (or the approval expires); returns the decision.
 
         `payload` is shown to the reviewer and, if they edit it, validated against
         `schema`. `guards` says what the approval protects (shown as "what happens
         next"). With `four_eyes`, the person who started the run cannot approve it.
         """
-        gate = gates.Gate.build(summary=summary, payload=payload, allowed=allowed,
-                                expires_in=expires_in, on_expiry=on_expiry, schema=schema,
-                                guards=guards, four_eyes=four_eyes)
+        gate = gates.Gate.build(
+            summary=summary,
+            payload=payload,
+            allowed=allowed,
+            expires_in=expires_in,
+            on_expiry=on_expiry,
+            schema=schema,
+            guards=guards,
+            four_eyes=four_eyes,
+        )
         described = gate.described()
-        request = StepRequest(Kind.APPROVAL, check_name(name, "approval"), "",
-                              fingerprint(described), described)
+        request = StepRequest(
+            Kind.APPROVAL, check_name(name, "approval"), "", fingerprint(described), described
+        )
         position, recorded = self._next(request)
         if recorded is None:
             recorded = self._await_decision(position, request, gate)
@@ -188,10 +213,18 @@ class Run:
             raise _awaiting(position, request.name)
         self._lease.ensure_held()
         outcome = store.StepOutcome(
-            position=position, step_id=self._step_id(position, request.name),
-            kind=request.kind, name=request.name, tool="", fingerprint=request.fingerprint,
-            input=request.input, result=gates.outcome_of(approval), error=None, attempts=1,
-            started_at=approval.created_at, finished_at=approval.decided_at or timezone.now(),
+            position=position,
+            step_id=self._step_id(position, request.name),
+            kind=request.kind,
+            name=request.name,
+            tool="",
+            fingerprint=request.fingerprint,
+            input=request.input,
+            result=gates.outcome_of(approval),
+            error=None,
+            attempts=1,
+            started_at=approval.created_at,
+            finished_at=approval.decided_at or timezone.now(),
         )
         store.commit_step(self._lease, outcome)
         return self.committed(outcome, raw=True)
@@ -259,8 +292,9 @@ class Run:
             return self._record.retry_attempts + 1
         return 1
 
-    def _execute(self, position: int, request: StepRequest, fn: Callable[[], Any],
-                 *, raw: bool = False) -> Any:
+    def _execute(
+        self, position: int, request: StepRequest, fn: Callable[[], Any], *, raw: bool = False
+    ) -> Any:
         self.before_new_step(position)
         attempt = self.attempt_for(position)
         started = timezone.now()
@@ -275,13 +309,28 @@ class Run:
         store.commit_step(self._lease, outcome)
         return self.committed(outcome, raw=raw)
 
-    def outcome(self, position: int, request: StepRequest, result: Any, error: Any,
-                attempt: int, started: datetime) -> store.StepOutcome:
+    def outcome(
+        self,
+        position: int,
+        request: StepRequest,
+        result: Any,
+        error: Any,
+        attempt: int,
+        started: datetime,
+    ) -> store.StepOutcome:
         return store.StepOutcome(
-            position=position, step_id=self._step_id(position, request.name), kind=request.kind,
-            name=request.name, tool=request.tool, fingerprint=request.fingerprint,
-            input=request.input, result=result, error=error, attempts=attempt,
-            started_at=started, finished_at=timezone.now(),
+            position=position,
+            step_id=self._step_id(position, request.name),
+            kind=request.kind,
+            name=request.name,
+            tool=request.tool,
+            fingerprint=request.fingerprint,
+            input=request.input,
+            result=result,
+            error=error,
+            attempts=attempt,
+            started_at=started,
+            finished_at=timezone.now(),
         )
 
     def committed(self, outcome: store.StepOutcome, *, raw: bool = False) -> Any:
@@ -290,10 +339,16 @@ class Run:
         self.executed += 1
         metrics.count_step(outcome.kind, "executed")
         recorded = RecordedStep(
-            position=outcome.position, kind=outcome.kind, name=outcome.name,
-            tool=outcome.tool, fingerprint=outcome.fingerprint, result=outcome.result,
-            error=outcome.error, attempts=outcome.attempts,
-            started_at=outcome.started_at, finished_at=outcome.finished_at,
+            position=outcome.position,
+            kind=outcome.kind,
+            name=outcome.name,
+            tool=outcome.tool,
+            fingerprint=outcome.fingerprint,
+            result=outcome.result,
+            error=outcome.error,
+            attempts=outcome.attempts,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
         )
         self._history[outcome.position] = recorded
         self._approval_wait += _approval_wait([recorded])
@@ -316,11 +371,14 @@ class Run:
                 retry_attempts=attempt,
                 last_error=describe(exc),
             )
-        return {"type": "RetriesExhausted",
-                "message": f"step {position} gave up after {attempt} attempts: {exc}"}
+        return {
+            "type": "RetriesExhausted",
+            "message": f"step {position} gave up after {attempt} attempts: {exc}",
+        }
 
-    def _complete(self, name: str, messages: list[dict[str, Any]], params: dict[str, Any],
-                  key: str) -> dict[str, Any]:
+    def _complete(
+        self, name: str, messages: list[dict[str, Any]], params: dict[str, Any], key: str
+    ) -> dict[str, Any]:
         reply = llm.get_client().complete(
             messages=messages, agent=self.agent, step=name, idempotency_key=key, **params
         )
@@ -351,14 +409,20 @@ def _check_same_step(position: int, recorded: Step, request: StepRequest) -> Non
         raise NonDeterminismError(
             f"non-determinism at step {position}: history has {expected.describe()}, "
             f"agent code asked for {request.describe()}",
-            details={"position": position, "expected": expected.describe(),
-                     "actual": request.describe()},
+            details={
+                "position": position,
+                "expected": expected.describe(),
+                "actual": request.describe(),
+            },
         )
 
 
 def _awaiting(position: int, name: str) -> Suspend:
-    return Suspend(RunRecord.Status.AWAITING_APPROVAL, reason=f"awaiting approval ({name})",
-                   approval_position=position)
+    return Suspend(
+        RunRecord.Status.AWAITING_APPROVAL,
+        reason=f"awaiting approval ({name})",
+        approval_position=position,
+    )
 
 
 def _located(error: dict[str, Any], position: int, request: StepRequest) -> dict[str, Any]:
@@ -369,8 +433,15 @@ def _located(error: dict[str, Any], position: int, request: StepRequest) -> dict
 class _EffectCall:
     """One write-tool call through the ledger: started row, call, result + step commit."""
 
-    def __init__(self, run: Run, position: int, request: StepRequest, tool: Tool,
-                 args: dict[str, Any], key: str) -> None:
+    def __init__(
+        self,
+        run: Run,
+        position: int,
+        request: StepRequest,
+        tool: Tool,
+        args: dict[str, Any],
+        key: str,
+    ) -> None:
         self.run, self.position, self.request = run, position, request
         self.tool, self.args, self.key = tool, args, key
         self.lease = run._lease
@@ -384,8 +455,13 @@ class _EffectCall:
             return self._sandboxed(existing)
         if existing is None:
             store.start_effect(
-                self.lease, position=self.position, key=self.key, tool=self.tool.name,
-                tool_kind=self.tool.kind, fingerprint=self.request.fingerprint, args=self.args,
+                self.lease,
+                position=self.position,
+                key=self.key,
+                tool=self.tool.name,
+                tool_kind=self.tool.kind,
+                fingerprint=self.request.fingerprint,
+                args=self.args,
             )
         else:
             known = self._recover(existing)
@@ -399,8 +475,13 @@ class _EffectCall:
         """A sandboxed run records the call it would make, and does not make it."""
         if existing is None:
             store.start_effect(
-                self.lease, position=self.position, key=self.key, tool=self.tool.name,
-                tool_kind=self.tool.kind, fingerprint=self.request.fingerprint, args=self.args,
+                self.lease,
+                position=self.position,
+                key=self.key,
+                tool=self.tool.name,
+                tool_kind=self.tool.kind,
+                fingerprint=self.request.fingerprint,
+                args=self.args,
             )
         if self.tool.sandbox_fn is not None:
             value = self.tool.sandbox_fn(**self.args, idempotency_key=self.key)
@@ -488,8 +569,9 @@ class _EffectCall:
         outcome = self.run.outcome(
             self.position, self.request, result, error, self.attempt, self.started
         )
-        store.finish_effect(self.lease, self.key, state=state, result=result, error=error,
-                            step=outcome)
+        store.finish_effect(
+            self.lease, self.key, state=state, result=result, error=error, step=outcome
+        )
         return self.run.committed(outcome)
 
 

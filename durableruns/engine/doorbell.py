@@ -37,5 +37,6 @@ def _publish(run_id: str, countdown: float | None) -> None:
     try:
         advance_run.apply_async((run_id,), countdown=countdown)
     except Exception:
-        log.warning("run %s: doorbell not delivered; the sweeper will ring again", run_id,
-                    exc_info=True)
+        log.warning(
+            "run %s: doorbell not delivered; the sweeper will ring again", run_id, exc_info=True
+        )

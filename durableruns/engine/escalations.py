@@ -47,8 +47,7 @@ class AlreadyResolved(EscalationError):
         who = effect.resolved_by.get_username() if effect.resolved_by else "someone"
         when = effect.resolved_at.isoformat() if effect.resolved_at else "earlier"
         super().__init__(
-            f"effect {effect.pk} was already resolved as {effect.resolution!r} "
-            f"by {who} at {when}"
+            f"effect {effect.pk} was already resolved as {effect.resolution!r} by {who} at {when}"
         )
         self.resolution = effect.resolution
         self.resolved_by = effect.resolved_by
@@ -63,16 +62,19 @@ def parse_result(text: str) -> Any:
         raise SerializationError(f"the result is not valid JSON: {exc}") from None
 
 
-def resolve(effect: Effect, resolution: str, *, user: Any, result: Any = None,
-            note: str = "") -> Effect:
+def resolve(
+    effect: Effect, resolution: str, *, user: Any, result: Any = None, note: str = ""
+) -> Effect:
     """Record a human's answer for an `unknown` effect and wake its run."""
     if not getattr(user, "is_authenticated", False) or not user.has_perm(roles.OPERATE_RUNS):
         raise PermissionDenied(f"resolving an escalation needs {roles.OPERATE_RUNS}")
     stored = _checked_result(resolution, result)
     with transaction.atomic():
-        current = Effect.objects.select_for_update(of=("self",)).select_related(
-            "resolved_by"
-        ).get(pk=effect.pk)
+        current = (
+            Effect.objects.select_for_update(of=("self",))
+            .select_related("resolved_by")
+            .get(pk=effect.pk)
+        )
         if current.state != Effect.State.UNKNOWN:
             if current.resolution:
                 return _repeated(current, resolution, stored)
@@ -115,8 +117,13 @@ def _record(effect: Effect, resolution: str, result: Any, user: Any, note: str) 
     # An effect resolved `not_happened` can become unknown again if the retried
     # call crashed too: that is a new question, so a new answer overwrites the old.
     before = {"state": effect.state, "resolution": effect.resolution}
-    fields: dict[str, Any] = {"state": Effect.State.RESOLVED, "resolution": resolution,
-                              "resolved_by": user, "resolved_at": Now(), "note": note}
+    fields: dict[str, Any] = {
+        "state": Effect.State.RESOLVED,
+        "resolution": resolution,
+        "resolved_by": user,
+        "resolved_at": Now(),
+        "note": note,
+    }
     if resolution == Resolution.HAPPENED:
         fields["result"] = result
     Effect.objects.filter(pk=effect.pk, state=Effect.State.UNKNOWN).update(**fields)

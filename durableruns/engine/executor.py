@@ -62,15 +62,23 @@ def _drive(lease: store.Lease) -> str:
         agent = registry.get_agent(record.agent, record.agent_version)
         history = store.load_history(record.id)
         context = Run(
-            record, lease, history, store.load_effects(record.id),
-            max_steps=record.max_steps, max_duration=record.max_duration_seconds,
+            record,
+            lease,
+            history,
+            store.load_effects(record.id),
+            max_steps=record.max_steps,
+            max_duration=record.max_duration_seconds,
         )
         value = agent.fn(context, store.normalise(record.input))
         context.finish_check()
         return _succeed(lease, context, value)
     except UnknownAgent as exc:
-        return _stop(lease, AgentVersionUnavailable(
-            f"{exc}; the run continues only on the version it started with"))
+        return _stop(
+            lease,
+            AgentVersionUnavailable(
+                f"{exc}; the run continues only on the version it started with"
+            ),
+        )
     except Suspend as suspend:
         return _suspend(lease, suspend, locals().get("context"))
     except StoreUnavailable:
@@ -99,8 +107,7 @@ def _hand_back(lease: store.Lease, exc: StoreUnavailable) -> str:
         if store.release(lease, Status.QUEUED, rang_at=Now()):
             doorbell.ring(lease.run_id)
     except StoreUnavailable:
-        log.warning("run %s: database still unavailable; the sweeper will ring it",
-                    lease.run_id)
+        log.warning("run %s: database still unavailable; the sweeper will ring it", lease.run_id)
     return "store-unavailable"
 
 
@@ -115,11 +122,19 @@ def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
         # One pass checks it is JSON within the size limit and gives the stored form.
         result = json.loads(store.encode(value))
     except SerializationError as exc:
-        return _fail(lease, {"type": "SerializationError",
-                             "message": f"the agent's return value: {exc}"}, context)
+        return _fail(
+            lease,
+            {"type": "SerializationError", "message": f"the agent's return value: {exc}"},
+            context,
+        )
     released = store.release(
-        lease, Status.SUCCEEDED, result=result,
-        finished_at=Now(), retry_position=None, retry_attempts=0, last_error=None,
+        lease,
+        Status.SUCCEEDED,
+        result=result,
+        finished_at=Now(),
+        retry_position=None,
+        retry_attempts=0,
+        last_error=None,
         **_progress(context),
     )
     crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id)
@@ -128,7 +143,10 @@ def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
 
 def _fail(lease: store.Lease, error: dict[str, Any], context: Run | None = None) -> str:
     released = store.release(
-        lease, Status.FAILED, error=store.redacted(error), finished_at=Now(),
+        lease,
+        Status.FAILED,
+        error=store.redacted(error),
+        finished_at=Now(),
         **_progress(context),
     )
     # A failed run has finished too: crashtest arms this point for agents that fail.
@@ -184,8 +202,9 @@ class Heartbeat:
             while not self._stop.wait(self.lease.ttl / 3):
                 try:
                     if not store.renew_lease(self.lease):
-                        log.warning("run %s: lease lost (fence %s)", self.lease.run_id,
-                                    self.lease.fence)
+                        log.warning(
+                            "run %s: lease lost (fence %s)", self.lease.run_id, self.lease.fence
+                        )
                         return
                 except Exception:
                     # Database trouble: the local deadline in Lease.ensure_held()

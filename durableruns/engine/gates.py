@@ -69,13 +69,25 @@ class Gate:
     four_eyes: bool
 
     @classmethod
-    def build(cls, *, summary: str, payload: Any, allowed: Any, expires_in: Any,
-              on_expiry: str, schema: Any, guards: Any, four_eyes: bool) -> Gate:
+    def build(
+        cls,
+        *,
+        summary: str,
+        payload: Any,
+        allowed: Any,
+        expires_in: Any,
+        on_expiry: str,
+        schema: Any,
+        guards: Any,
+        four_eyes: bool,
+    ) -> Gate:
         allowed = tuple(allowed)
         unknown = set(allowed) - set(DECISIONS)
         if not allowed or unknown:
-            raise UsageError(f"approval allowed decisions must be among {DECISIONS}, "
-                             f"not {sorted(unknown) or 'none'}")
+            raise UsageError(
+                f"approval allowed decisions must be among {DECISIONS}, "
+                f"not {sorted(unknown) or 'none'}"
+            )
         if on_expiry not in ON_EXPIRY:
             raise UsageError(f"approval on_expiry must be one of {ON_EXPIRY}, not {on_expiry!r}")
         if isinstance(expires_in, timedelta):
@@ -84,18 +96,30 @@ class Gate:
             raise UsageError("approval expires_in must be positive")
         if schema is not None and not isinstance(schema, dict):
             raise UsageError("approval schema must be a JSON Schema object")
-        gate = cls(str(summary), payload, allowed,
-                   None if expires_in is None else float(expires_in), on_expiry, schema,
-                   guards, bool(four_eyes))
+        gate = cls(
+            str(summary),
+            payload,
+            allowed,
+            None if expires_in is None else float(expires_in),
+            on_expiry,
+            schema,
+            guards,
+            bool(four_eyes),
+        )
         canonical_json(gate.described())  # fail before anything is stored
         return gate
 
     def described(self) -> dict[str, Any]:
         """The step's input: what identifies this request on replay."""
         return {
-            "summary": self.summary, "payload": self.payload, "allowed": list(self.allowed),
-            "expires_in": self.expires_in, "on_expiry": self.on_expiry, "schema": self.schema,
-            "guards": self.guards, "four_eyes": self.four_eyes,
+            "summary": self.summary,
+            "payload": self.payload,
+            "allowed": list(self.allowed),
+            "expires_in": self.expires_in,
+            "on_expiry": self.on_expiry,
+            "schema": self.schema,
+            "guards": self.guards,
+            "four_eyes": self.four_eyes,
         }
 
 
@@ -120,10 +144,17 @@ def open_approval(lease: store.Lease, position: int, name: str, gate: Gate) -> A
                 lease.lost = True
                 raise LeaseLost(f"run {lease.run_id}: fence {lease.fence} is stale")
             approval = Approval.objects.create(
-                run_id=lease.run_id, position=position, name=name, summary=gate.summary,
-                payload=_stored(gate.payload), allowed=list(gate.allowed),
-                schema=gate.schema, guards=_stored(gate.guards), four_eyes=gate.four_eyes,
-                expires_at=expires_at, on_expiry=gate.on_expiry,
+                run_id=lease.run_id,
+                position=position,
+                name=name,
+                summary=gate.summary,
+                payload=_stored(gate.payload),
+                allowed=list(gate.allowed),
+                schema=gate.schema,
+                guards=_stored(gate.guards),
+                four_eyes=gate.four_eyes,
+                expires_at=expires_at,
+                on_expiry=gate.on_expiry,
             )
             transaction.on_commit(lambda: _notify(approval.pk))
     except IntegrityError:

@@ -35,7 +35,7 @@ def canonical_json(value: Any, *, limit: int | None = None) -> str:
         )
         size = len(text.encode())
     except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start:exc.end]
+        bad = exc.object[exc.start : exc.end]
         raise SerializationError(
             f"not JSON-serialisable: {bad!r} is a lone surrogate, not a Unicode character"
         ) from None

@@ -17,8 +17,15 @@ from .errors import ModelRecoverableError, PermanentError, TransientError
 
 
 class ModelClient(Protocol):
-    def complete(self, *, messages: list[dict[str, Any]], agent: str, step: str,
-                 idempotency_key: str, **params: Any) -> dict[str, Any]: ...
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        agent: str,
+        step: str,
+        idempotency_key: str,
+        **params: Any,
+    ) -> dict[str, Any]: ...
 
 
 def get_client() -> ModelClient:
@@ -32,14 +39,27 @@ class OpenAICompatibleClient:
     """Chat completions against any OpenAI-compatible endpoint. No retries here:
     the engine is the one retry layer."""
 
-    def complete(self, *, messages: list[dict[str, Any]], agent: str, step: str,
-                 idempotency_key: str, **params: Any) -> dict[str, Any]:
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        agent: str,
+        step: str,
+        idempotency_key: str,
+        **params: Any,
+    ) -> dict[str, Any]:
         body = {"model": settings.DURABLERUNS_MODEL_NAME, "messages": messages, **params}
-        headers = {"Authorization": f"Bearer {settings.DURABLERUNS_MODEL_API_KEY}",
-                   "Idempotency-Key": idempotency_key}
+        headers = {
+            "Authorization": f"Bearer {settings.DURABLERUNS_MODEL_API_KEY}",
+            "Idempotency-Key": idempotency_key,
+        }
         try:
-            response = httpx.post(f"{settings.DURABLERUNS_MODEL_URL.rstrip('/')}/chat/completions",
-                                  json=body, headers=headers, timeout=120)
+            response = httpx.post(
+                f"{settings.DURABLERUNS_MODEL_URL.rstrip('/')}/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=120,
+            )
         except httpx.TransportError as exc:
             raise TransientError(f"model endpoint unreachable: {exc}") from None
         if response.status_code == 429 or response.status_code >= 500:

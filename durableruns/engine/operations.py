@@ -24,12 +24,24 @@ def cancel(run: Run, *, user: Any) -> bool:
         changed = (
             Run.objects.filter(pk=run.pk)
             .exclude(status__in=Run.TERMINAL)
-            .update(status=Status.CANCELLED, fence=F("fence") + 1, lease_owner="",
-                    lease_expires_at=None, wake_at=None, finished_at=Now(), updated_at=Now())
+            .update(
+                status=Status.CANCELLED,
+                fence=F("fence") + 1,
+                lease_owner="",
+                lease_expires_at=None,
+                wake_at=None,
+                finished_at=Now(),
+                updated_at=Now(),
+            )
         )
         if changed:
-            audit.record(user, "run.cancel", run, before={"status": run.status},
-                         after={"status": Status.CANCELLED})
+            audit.record(
+                user,
+                "run.cancel",
+                run,
+                before={"status": run.status},
+                after={"status": Status.CANCELLED},
+            )
     return bool(changed)
 
 
@@ -37,11 +49,20 @@ def resume(run: Run, *, user: Any) -> bool:
     """Continue a failed, cancelled or waiting run from its last checkpoint (same keys)."""
     with transaction.atomic():
         changed = Run.objects.filter(pk=run.pk, status__in=RESUMABLE).update(
-            status=Status.QUEUED, error=None, finished_at=None, wake_at=None,
-            rang_at=Now(), updated_at=Now(),
+            status=Status.QUEUED,
+            error=None,
+            finished_at=None,
+            wake_at=None,
+            rang_at=Now(),
+            updated_at=Now(),
         )
         if changed:
-            audit.record(user, "run.resume", run, before={"status": run.status},
-                         after={"status": Status.QUEUED})
+            audit.record(
+                user,
+                "run.resume",
+                run,
+                before={"status": run.status},
+                after={"status": Status.QUEUED},
+            )
             doorbell.ring(run.pk)
     return bool(changed)

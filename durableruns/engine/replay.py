@@ -76,8 +76,10 @@ class ReplayReport:
 
     def lines(self) -> list[str]:
         """The report as text, one line per position (the replay command prints this)."""
-        out = [f"dry replay of run {self.run_id} ({self.agent}@{self.agent_version}), "
-               f"{self.recorded_steps} recorded steps"]
+        out = [
+            f"dry replay of run {self.run_id} ({self.agent}@{self.agent_version}), "
+            f"{self.recorded_steps} recorded steps"
+        ]
         for entry in self.entries:
             out.append(_entry_line(entry))
         out.append(self.summary())
@@ -124,8 +126,14 @@ class DryRun(Run):
 
     def __init__(self, record: RunRecord, history: dict[int, Step], report: ReplayReport) -> None:
         lease = _ForbiddenLease(record.id, owner="dry-replay", fence=-1, ttl=0.0, lost=True)
-        super().__init__(record, lease, history, {}, max_steps=record.max_steps,
-                         max_duration=record.max_duration_seconds)
+        super().__init__(
+            record,
+            lease,
+            history,
+            {},
+            max_steps=record.max_steps,
+            max_duration=record.max_duration_seconds,
+        )
         self.report = report
 
     def _next(self, request: StepRequest) -> tuple[int, Step | None]:
@@ -139,9 +147,15 @@ class DryRun(Run):
             self._add(position, WOULD_EXECUTE, request, actual=request.describe())
             raise _WouldExecute(f"step {position} is beyond the recorded history")
         error = recorded.error
-        self._add(position, REPLAYED, request, expected=_recorded(recorded),
-                  actual=request.describe(), outcome="error" if error else "result",
-                  message=(error or {}).get("message", "") if isinstance(error, dict) else "")
+        self._add(
+            position,
+            REPLAYED,
+            request,
+            expected=_recorded(recorded),
+            actual=request.describe(),
+            outcome="error" if error else "result",
+            message=(error or {}).get("message", "") if isinstance(error, dict) else "",
+        )
         return position, recorded
 
     def before_new_step(self, position: int) -> None:
@@ -153,21 +167,41 @@ class DryRun(Run):
             super().finish_check()
         except NonDeterminismError as exc:
             extra = self._history[self.position]
-            self.report.entries.append(ReplayEntry(
-                position=extra.position, status=DIVERGED, kind=extra.kind, name=extra.name,
-                tool=extra.tool, expected=_recorded(extra),
-                actual="agent code returned (no step)", message=exc.message,
-            ))
+            self.report.entries.append(
+                ReplayEntry(
+                    position=extra.position,
+                    status=DIVERGED,
+                    kind=extra.kind,
+                    name=extra.name,
+                    tool=extra.tool,
+                    expected=_recorded(extra),
+                    actual="agent code returned (no step)",
+                    message=exc.message,
+                )
+            )
             raise
 
     def _diverged(self, position: int, request: StepRequest, exc: NonDeterminismError) -> None:
-        self._add(position, DIVERGED, request, expected=exc.details.get("expected", ""),
-                  actual=exc.details.get("actual", request.describe()), message=exc.message)
+        self._add(
+            position,
+            DIVERGED,
+            request,
+            expected=exc.details.get("expected", ""),
+            actual=exc.details.get("actual", request.describe()),
+            message=exc.message,
+        )
 
     def _add(self, position: int, status: str, request: StepRequest, **fields: Any) -> None:
-        self.report.entries.append(ReplayEntry(position=position, status=status,
-                                               kind=request.kind, name=request.name,
-                                               tool=request.tool, **fields))
+        self.report.entries.append(
+            ReplayEntry(
+                position=position,
+                status=status,
+                kind=request.kind,
+                name=request.name,
+                tool=request.tool,
+                **fields,
+            )
+        )
 
 
 def _recorded(step: Step) -> str:
@@ -178,8 +212,12 @@ def dry_replay(run_or_export: RunRecord | Mapping[str, Any]) -> ReplayReport:
     """Re-execute agent code against recorded history, with every tool and model call
     forbidden. Accepts a stored Run or an exported document (durableruns.exports)."""
     record, history = _load(run_or_export)
-    report = ReplayReport(run_id=record.id, agent=record.agent,
-                          agent_version=record.agent_version, recorded_steps=len(history))
+    report = ReplayReport(
+        run_id=record.id,
+        agent=record.agent,
+        agent_version=record.agent_version,
+        recorded_steps=len(history),
+    )
     try:
         agent = registry.get_agent(record.agent, record.agent_version)
     except UnknownAgent as exc:
@@ -190,8 +228,7 @@ def dry_replay(run_or_export: RunRecord | Mapping[str, Any]) -> ReplayReport:
     return report
 
 
-def _drive(agent: registry.Agent, context: DryRun, record: RunRecord,
-           report: ReplayReport) -> None:
+def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: ReplayReport) -> None:
     try:
         value = agent.fn(context, store.normalise(record.input))
         context.finish_check()
@@ -239,25 +276,41 @@ def fork(run: RunRecord, position: int, *, user: Any, sandbox: bool = False) -> 
     copied = list(run.steps.filter(position__lt=position).order_by("position"))
     with transaction.atomic():
         child = RunRecord.objects.create(
-            id=_fork_id(run.id), agent=run.agent, agent_version=run.agent_version,
-            input=run.input, max_steps=run.max_steps,
-            max_duration_seconds=run.max_duration_seconds, parent=run, fork_position=position,
-            sandbox=sandbox, created_by=user if getattr(user, "is_authenticated", False) else None,
+            id=_fork_id(run.id),
+            agent=run.agent,
+            agent_version=run.agent_version,
+            input=run.input,
+            max_steps=run.max_steps,
+            max_duration_seconds=run.max_duration_seconds,
+            parent=run,
+            fork_position=position,
+            sandbox=sandbox,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
             rang_at=Now(),
         )
         Step.objects.bulk_create([_copy_step(step, child) for step in copied])
-        audit.record(user, "run.fork", run,
-                     before={"run": run.id, "status": run.status},
-                     after={"fork": child.id, "position": position, "sandbox": sandbox,
-                            "steps_reused": len(copied)})
+        audit.record(
+            user,
+            "run.fork",
+            run,
+            before={"run": run.id, "status": run.status},
+            after={
+                "fork": child.id,
+                "position": position,
+                "sandbox": sandbox,
+                "steps_reused": len(copied),
+            },
+        )
         doorbell.ring(child.id)
     return child
 
 
 def _check_fork(run: RunRecord, position: int) -> None:
     recorded = run.steps.count()
-    if not isinstance(position, int) or isinstance(position, bool) or not (
-        0 <= position <= recorded
+    if (
+        not isinstance(position, int)
+        or isinstance(position, bool)
+        or not (0 <= position <= recorded)
     ):
         raise ForkError(f"fork position must be between 0 and {recorded} (the recorded steps)")
     try:
@@ -272,13 +325,33 @@ def _fork_id(parent_id: str) -> str:
 
 def _copy_step(step: Step, child: RunRecord) -> Step:
     return Step(
-        run=child, position=step.position, step_id=step.step_id, kind=step.kind,
-        name=step.name, tool=step.tool, fingerprint=step.fingerprint, input=step.input,
-        result=step.result, error=step.error, attempts=step.attempts,
-        started_at=step.started_at, finished_at=step.finished_at,
+        run=child,
+        position=step.position,
+        step_id=step.step_id,
+        kind=step.kind,
+        name=step.name,
+        tool=step.tool,
+        fingerprint=step.fingerprint,
+        input=step.input,
+        result=step.result,
+        error=step.error,
+        attempts=step.attempts,
+        started_at=step.started_at,
+        finished_at=step.finished_at,
         schema_version=step.schema_version,
     )
 
 
-__all__ = ["DIVERGED", "REPLAYED", "WOULD_EXECUTE", "DryRun", "ExportError", "ForkError",
-           "ReplayEntry", "ReplayReport", "dry_replay", "fork", "fork_preview"]
+__all__ = [
+    "DIVERGED",
+    "REPLAYED",
+    "WOULD_EXECUTE",
+    "DryRun",
+    "ExportError",
+    "ForkError",
+    "ReplayEntry",
+    "ReplayReport",
+    "dry_replay",
+    "fork",
+    "fork_preview",
+]

@@ -28,8 +28,14 @@ class RunConflict(UsageError):
     """A run with this id exists with another agent or input."""
 
 
-def start_run(agent_name: str, run_input: Any, *, run_id: str | None = None,
-              user: Any = None, version: str | None = None) -> tuple[Run, bool]:
+def start_run(
+    agent_name: str,
+    run_input: Any,
+    *,
+    run_id: str | None = None,
+    user: Any = None,
+    version: str | None = None,
+) -> tuple[Run, bool]:
     """Create and enqueue a run. Returns (run, created); repeating it returns the same run."""
     agent = registry.get_agent(agent_name, version)
     if not isinstance(run_input, dict):
@@ -45,10 +51,14 @@ def start_run(agent_name: str, run_input: Any, *, run_id: str | None = None,
     try:
         with transaction.atomic():
             run = Run.objects.create(
-                id=run_id, agent=agent.name, agent_version=agent.version, input=stored_input,
+                id=run_id,
+                agent=agent.name,
+                agent_version=agent.version,
+                input=stored_input,
                 max_steps=agent.max_steps or settings.DURABLERUNS_DEFAULT_MAX_STEPS,
                 max_duration_seconds=(
-                    agent.max_duration.total_seconds() if agent.max_duration
+                    agent.max_duration.total_seconds()
+                    if agent.max_duration
                     else settings.DURABLERUNS_DEFAULT_MAX_DURATION
                 ),
                 created_by=user if getattr(user, "is_authenticated", False) else None,
@@ -64,8 +74,7 @@ def start_run(agent_name: str, run_input: Any, *, run_id: str | None = None,
 def _same_run(existing: Run, agent: registry.Agent, stored_input: Any) -> Run:
     if existing.agent != agent.name or fingerprint(existing.input) != fingerprint(stored_input):
         raise RunConflict(
-            f"run {existing.id} already exists with a different agent or input; "
-            "use a new run id"
+            f"run {existing.id} already exists with a different agent or input; use a new run id"
         )
     return existing
 

@@ -303,8 +303,9 @@ def _json_or_null(value: Any) -> str | None:
     return None if value is None else encode(value)
 
 
-def start_effect(lease: Lease, *, position: int, key: str, tool: str, tool_kind: str,
-                 fingerprint: str, args: Any) -> None:
+def start_effect(
+    lease: Lease, *, position: int, key: str, tool: str, tool_kind: str, fingerprint: str, args: Any
+) -> None:
     """Write-ahead: the `started` row commits before the tool is called (invariant 4)."""
     json_param, lock = _sql_dialect()
     sql = (
@@ -312,8 +313,18 @@ def start_effect(lease: Lease, *, position: int, key: str, tool: str, tool_kind:
         f"SELECT id, %s, %s, %s, %s, %s, {json_param}, 'started', 1, %s, '', '' "
         f"{_fence_guard()}{lock}"
     )
-    params = [position, key, tool, tool_kind, fingerprint, encode(args),
-              _db_time(timezone.now()), lease.run_id, lease.fence, lease.owner]
+    params = [
+        position,
+        key,
+        tool,
+        tool_kind,
+        fingerprint,
+        encode(args),
+        _db_time(timezone.now()),
+        lease.run_id,
+        lease.fence,
+        lease.owner,
+    ]
     _execute_fenced(sql, params, lease)
 
 
@@ -322,8 +333,7 @@ def restart_effect(lease: Lease, key: str) -> None:
     _fenced_effect_update(lease, key, "state = 'started', attempts = attempts + 1", [])
 
 
-def _fenced_effect_update(lease: Lease, key: str, assignments: str,
-                          params: list[Any]) -> None:
+def _fenced_effect_update(lease: Lease, key: str, assignments: str, params: list[Any]) -> None:
     _, lock = _sql_dialect()
     sql = (
         f"UPDATE durableruns_effect SET {assignments} "
@@ -332,8 +342,15 @@ def _fenced_effect_update(lease: Lease, key: str, assignments: str,
     _execute_fenced(sql, [*params, key, lease.run_id, lease.fence, lease.owner], lease)
 
 
-def finish_effect(lease: Lease, key: str, *, state: str, result: Any = None,
-                  error: Any = None, step: StepOutcome | None = None) -> None:
+def finish_effect(
+    lease: Lease,
+    key: str,
+    *,
+    state: str,
+    result: Any = None,
+    error: Any = None,
+    step: StepOutcome | None = None,
+) -> None:
     """Commit the effect's outcome and, when there is one, its step, in one transaction."""
     json_param, _ = _sql_dialect()
     # A dropped connection fails the COMMIT (or the rollback) outside the inner

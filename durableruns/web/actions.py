@@ -62,8 +62,11 @@ def resume(request: HttpRequest, run_id: str) -> HttpResponse:
     if operations.resume(record, user=request.user):
         messages.success(request, f"Resumed run {record.id} from its last checkpoint.")
     else:
-        messages.info(request, f"Run {record.id} is {record.status}; only failed, cancelled "
-                      "or waiting runs can be resumed.")
+        messages.info(
+            request,
+            f"Run {record.id} is {record.status}; only failed, cancelled "
+            "or waiting runs can be resumed.",
+        )
     return _after_action(request, record)
 
 
@@ -93,16 +96,22 @@ def bulk(request: HttpRequest) -> HttpResponse:
         return _apply_bulk(request, action, filters, queryset)
     eligible = _eligible(action, queryset)
     context = {
-        "action": action, "verb": BULK_ACTIONS[action][0], "scope": scope, "filters": filters,
-        "matching": queryset.count(), "eligible": eligible.count(),
+        "action": action,
+        "verb": BULK_ACTIONS[action][0],
+        "scope": scope,
+        "filters": filters,
+        "matching": queryset.count(),
+        "eligible": eligible.count(),
         "sample": list(eligible.order_by("created_at", "id")[:20]),
-        "selected": query.getlist("run")[:BULK_LIMIT], "limit": BULK_LIMIT,
+        "selected": query.getlist("run")[:BULK_LIMIT],
+        "limit": BULK_LIMIT,
     }
     return render(request, "durableruns/runs_bulk.html", context)
 
 
-def _apply_bulk(request: HttpRequest, action: str, filters: RunFilters,
-                queryset: QuerySet[Run]) -> HttpResponse:
+def _apply_bulk(
+    request: HttpRequest, action: str, filters: RunFilters, queryset: QuerySet[Run]
+) -> HttpResponse:
     verb, operation = BULK_ACTIONS[action]
     targets = list(_eligible(action, queryset).order_by("created_at", "id")[:BULK_LIMIT])
     done = sum(1 for record in targets if operation(record, user=request.user))
@@ -132,8 +141,9 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
     position = _position(query.get("position", ""))
     try:
         if request.method == "POST":
-            child = fork_run(record, position, user=request.user,
-                             sandbox=query.get("sandbox") == "on")
+            child = fork_run(
+                record, position, user=request.user, sandbox=query.get("sandbox") == "on"
+            )
             messages.success(request, f"Forked run {record.id} from step {position}.")
             return redirect(child)
         recorded = record.steps.count()
@@ -142,8 +152,12 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
         again = fork_preview(record, position)
         steps = list(record.steps.filter(position__lt=position).order_by("position"))
     except ForkError as exc:
-        return render(request, "durableruns/run_fork.html",
-                      {"run": record, "error": str(exc), "position": position}, status=400)
+        return render(
+            request,
+            "durableruns/run_fork.html",
+            {"run": record, "error": str(exc), "position": position},
+            status=400,
+        )
     context = {"run": record, "position": position, "again": again, "reused": steps}
     return render(request, "durableruns/run_fork.html", context)
 

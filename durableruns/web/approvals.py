@@ -29,8 +29,11 @@ VERBS = {"approve": "Approved", "edit": "Edited and approved", "reject": "Reject
 @roles.permission_required(roles.VIEW_RUNS)
 def inbox(request: HttpRequest) -> HttpResponse:
     waiting = pending()
-    context = {"approvals": list(waiting[:INBOX_SIZE]), "pending_count": waiting.count(),
-               "single": False}
+    context = {
+        "approvals": list(waiting[:INBOX_SIZE]),
+        "pending_count": waiting.count(),
+        "single": False,
+    }
     return render(request, TEMPLATE, context)
 
 
@@ -49,22 +52,30 @@ def decide_approval(request: HttpRequest, pk: int) -> HttpResponse:
     decision = request.POST.get("decision", "")
     payload = request.POST.get("payload") if decision == "edit" else None
     try:
-        decided = decide(found, decision, user=request.user,
-                         comment=request.POST.get("comment", ""), payload=payload)
+        decided = decide(
+            found,
+            decision,
+            user=request.user,
+            comment=request.POST.get("comment", ""),
+            payload=payload,
+        )
     except AlreadyDecided as exc:
         # Nothing changed: show who decided, and when.
-        return _answer(request, exc.approval, notice=f"Nothing changed: {exc}.",
-                       level=messages.WARNING)
+        return _answer(
+            request, exc.approval, notice=f"Nothing changed: {exc}.", level=messages.WARNING
+        )
     except FourEyesRefused as exc:
         return _refused(request, found, str(exc), status=403, payload=payload)
     except DecisionRefused as exc:
         return _refused(request, found, str(exc), status=400, payload=payload)
-    return _answer(request, decided, notice=f"{VERBS[decision]}: {decided.name} "
-                                            f"(run {decided.run_id}).")
+    return _answer(
+        request, decided, notice=f"{VERBS[decision]}: {decided.name} (run {decided.run_id})."
+    )
 
 
-def _answer(request: HttpRequest, approval: Approval, *, notice: str,
-            level: int = messages.SUCCESS) -> HttpResponse:
+def _answer(
+    request: HttpRequest, approval: Approval, *, notice: str, level: int = messages.SUCCESS
+) -> HttpResponse:
     if request.htmx:
         tag = messages.DEFAULT_TAGS.get(level, "info")
         return _card(request, approval, notice=notice, notice_tag=tag)
@@ -72,26 +83,39 @@ def _answer(request: HttpRequest, approval: Approval, *, notice: str,
     return redirect(_back(request))
 
 
-def _refused(request: HttpRequest, approval: Approval, error: str, *, status: int,
-             payload: Any) -> HttpResponse:
+def _refused(
+    request: HttpRequest, approval: Approval, error: str, *, status: int, payload: Any
+) -> HttpResponse:
     # htmx swaps only 2xx answers, so it gets the card with the error at 200;
     # a plain form post gets the page again with the error and its real status.
     if request.htmx:
         return _card(request, approval, error=error, typed_payload=payload)
-    context = {"approvals": [approval], "pending_count": pending().count(), "single": True,
-               "error": error, "error_for": approval.pk, "typed_payload": payload}
+    context = {
+        "approvals": [approval],
+        "pending_count": pending().count(),
+        "single": True,
+        "error": error,
+        "error_for": approval.pk,
+        "typed_payload": payload,
+    }
     return render(request, TEMPLATE, context, status=status)
 
 
 def _card(request: HttpRequest, approval: Approval, **extra: Any) -> HttpResponse:
-    context = {"approval": approval, "pending_count": pending().count(), "oob": True,
-               "error_for": approval.pk, **extra}
+    context = {
+        "approval": approval,
+        "pending_count": pending().count(),
+        "oob": True,
+        "error_for": approval.pk,
+        **extra,
+    }
     return render(request, f"{TEMPLATE}#approval-card", context)
 
 
 def _back(request: HttpRequest) -> str:
     target = request.POST.get("next", "")
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                       require_https=request.is_secure()):
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return reverse("approvals")

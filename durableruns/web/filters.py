@@ -66,14 +66,18 @@ class RunFilters:
         """A run id, or an idempotency key: a ledger key, or any key (it starts with the run
         id). Resolved to ids once, so the page and the counts both use the primary key."""
         if self._ids is None:
-            by_effect = Effect.objects.filter(idempotency_key=self.q).values_list("run_id",
-                                                                                   flat=True)
+            by_effect = Effect.objects.filter(idempotency_key=self.q).values_list(
+                "run_id", flat=True
+            )
             self._ids = sorted({self.q, self.q.split(":", 1)[0], *by_effect})
         return self._ids
 
     def invalid(self) -> list[str]:
-        return [name for name in ("since", "until")
-                if getattr(self, name) and _moment(getattr(self, name)) is None]
+        return [
+            name
+            for name in ("since", "until")
+            if getattr(self, name) and _moment(getattr(self, name)) is None
+        ]
 
     def items(self) -> list[tuple[str, str]]:
         return [(name, getattr(self, name)) for name in FIELDS if getattr(self, name)]

@@ -46,10 +46,13 @@ def effects(request: HttpRequest) -> HttpResponse:
         keyset.effects_after(queryset, request.GET.get("cursor")), PAGE_SIZE, keyset.effect_cursor
     )
     context = {
-        "effects": page.rows, "next_cursor": page.next_cursor,
-        "paged": bool(request.GET.get("cursor")), "filters": filters,
+        "effects": page.rows,
+        "next_cursor": page.next_cursor,
+        "paged": bool(request.GET.get("cursor")),
+        "filters": filters,
         "query": urlencode({k: v for k, v in filters.items() if v}),
-        "states": Effect.State.choices, "kinds": registry.TOOL_KINDS,
+        "states": Effect.State.choices,
+        "kinds": registry.TOOL_KINDS,
         "tools": sorted({t.name for t in registry.tools()} | ({tool} if tool else set())),
     }
     return render(request, "durableruns/effects.html", context)
@@ -61,12 +64,12 @@ def escalations(request: HttpRequest) -> HttpResponse:
     return render(request, "durableruns/escalations.html", _queue_context(request))
 
 
-def _queue_context(request: HttpRequest, rejected: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
+def _queue_context(request: HttpRequest, rejected: dict[str, Any] | None = None) -> dict[str, Any]:
     """The queue; `rejected` puts a refused answer (and what was typed) back on its effect."""
     unknown = list(
-        Effect.objects.filter(state=Effect.State.UNKNOWN).order_by("started_at", "id")
-        [:ESCALATIONS_SHOWN]
+        Effect.objects.filter(state=Effect.State.UNKNOWN).order_by("started_at", "id")[
+            :ESCALATIONS_SHOWN
+        ]
     )
     for effect in unknown:
         effect.reconcile = _reconcile_answer(effect)
@@ -74,8 +77,11 @@ def _queue_context(request: HttpRequest, rejected: dict[str, Any] | None = None
     # An answer for an effect no longer in the queue (someone else settled it) is
     # refused at the top of the page instead.
     elsewhere = rejected if rejected and all(e.pk != rejected["effect"] for e in unknown) else None
-    return {"escalations": unknown, "can_operate": request.user.has_perm(roles.OPERATE_RUNS),
-            "rejected_elsewhere": elsewhere}
+    return {
+        "escalations": unknown,
+        "can_operate": request.user.has_perm(roles.OPERATE_RUNS),
+        "rejected_elsewhere": elsewhere,
+    }
 
 
 def _reconcile_answer(effect: Effect) -> str:
@@ -100,14 +106,16 @@ def resolve(request: HttpRequest, effect_id: int) -> HttpResponse:
     result_text = request.POST.get("result", "")
     try:
         result = _parse_result(resolution, result_text)
-        engine_escalations.resolve(effect, resolution, user=request.user, result=result,
-                                   note=note)
+        engine_escalations.resolve(effect, resolution, user=request.user, result=result, note=note)
     except (ValueError, DurableRunsError) as exc:
         rejected = {"effect": effect.pk, "error": str(exc), "result": result_text, "note": note}
         context = _queue_context(request, rejected)
         return render(request, "durableruns/escalations.html", context, status=400)
-    messages.success(request, f"Resolved {effect.idempotency_key} as "
-                     f"{Effect.Resolution(resolution).label.lower()}; run {effect.run_id} goes on.")
+    messages.success(
+        request,
+        f"Resolved {effect.idempotency_key} as "
+        f"{Effect.Resolution(resolution).label.lower()}; run {effect.run_id} goes on.",
+    )
     return redirect("escalations")
 
 

@@ -50,9 +50,13 @@ def _status_counts(filters: RunFilters) -> list[dict[str, Any]]:
     """How many runs in each status, under every filter but the status itself."""
     found = _capped_counts(filters.apply(Run.objects.all(), with_status=False).order_by())
     return [
-        {"status": value, "label": label, "count": found.get(value, 0),
-         "shown": f"{COUNT_CAP:,}+" if found.get(value, 0) > COUNT_CAP else found.get(value, 0),
-         "query": filters.query(status=value, cursor="")}
+        {
+            "status": value,
+            "label": label,
+            "count": found.get(value, 0),
+            "shown": f"{COUNT_CAP:,}+" if found.get(value, 0) > COUNT_CAP else found.get(value, 0),
+            "query": filters.query(status=value, cursor=""),
+        }
         for value, label in Run.Status.choices
     ]
 
@@ -64,8 +68,9 @@ def _capped_counts(runs: QuerySet[Run]) -> dict[str, int]:
     if not connection.features.supports_slicing_ordering_in_compound:  # SQLite (the demo)
         rows = runs.values("status").annotate(n=Count("id"))
         return {row["status"]: row["n"] for row in rows}
-    parts = [runs.filter(status=status).values("status")[: COUNT_CAP + 1]
-             for status in Run.Status.values]
+    parts = [
+        runs.filter(status=status).values("status")[: COUNT_CAP + 1] for status in Run.Status.values
+    ]
     sql, params = parts[0].union(*parts[1:], all=True).query.sql_with_params()
     with connection.cursor() as cursor:
         # `sql` is compiled by the ORM with its values as parameters.
@@ -117,8 +122,11 @@ def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
     step = get_object_or_404(Step.objects.select_related("run"), run_id=run_id, position=position)
     record = step.run
     _annotate(step, record)
-    context = {"run": record, "step": step,
-               "can_fork": record.is_terminal and request.user.has_perm(roles.OPERATE_RUNS)}
+    context = {
+        "run": record,
+        "step": step,
+        "can_fork": record.is_terminal and request.user.has_perm(roles.OPERATE_RUNS),
+    }
     template = "durableruns/run_step.html"
     return render(request, f"{template}#step-body" if request.htmx else template, context)
 
@@ -126,15 +134,20 @@ def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
 def _annotate(step: Step, record: Run) -> None:
     step.replays = step.replays_since(record)
     step.duration_text = f"{step.duration_ms:.1f} ms"
-    step.copied = bool(record.parent_id and record.fork_position is not None
-                       and step.position < record.fork_position and not step.lease_number)
+    step.copied = bool(
+        record.parent_id
+        and record.fork_position is not None
+        and step.position < record.fork_position
+        and not step.lease_number
+    )
 
 
 def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     """Everything the run page shows; a fixed number of queries whatever the run's size."""
     # Payloads are loaded per step when opened (run_step), not for every step here.
     steps = list(
-        record.steps.order_by("position").defer("input", "result", "error")
+        record.steps.order_by("position")
+        .defer("input", "result", "error")
         .annotate(failed=ExpressionWrapper(Q(error__isnull=False), output_field=BooleanField()))
     )
     effects = list(record.effects.order_by("position"))
@@ -162,9 +175,11 @@ def _budget(record: Run, steps: int) -> dict[str, Any]:
         elapsed = 0.0
     limit = record.max_duration_seconds or 1
     return {
-        "steps": used, "max_steps": record.max_steps,
+        "steps": used,
+        "max_steps": record.max_steps,
         "steps_pct": min(100, round(100 * used / max(record.max_steps, 1))),
-        "seconds": elapsed, "max_seconds": record.max_duration_seconds,
+        "seconds": elapsed,
+        "max_seconds": record.max_duration_seconds,
         "seconds_pct": min(100, round(100 * elapsed / limit)),
     }
 
@@ -174,7 +189,8 @@ def _audit_trail(record: Run, effects: list[Effect]) -> list[AuditEvent]:
     (decisions, expiries), oldest first, in one query."""
     approval_ids = Approval.objects.filter(run=record).values(key=Cast("pk", CharField()))
     targets = Q(target_type="run", target_id=record.id) | Q(
-        target_type="approval", target_id__in=approval_ids)
+        target_type="approval", target_id__in=approval_ids
+    )
     if effects:
         targets |= Q(target_type="effect", target_id__in=[str(e.pk) for e in effects])
     return list(AuditEvent.objects.filter(targets).order_by("created_at", "id"))

@@ -42,16 +42,27 @@ def waterfall(steps: list[Any]) -> dict[str, Any]:
         offset = (step.started_at - origin).total_seconds() * 1000
         duration = max(step.duration_ms, 0.0)
         y = row * ROW_HEIGHT
-        bars.append(Bar(
-            position=step.position, kind=step.kind, label=f"#{step.position} {step.name}"[:28],
-            x=f"{LABEL_WIDTH + offset * scale:.2f}", width=f"{max(duration * scale, 1.0):.2f}",
-            text_y=str(y + 11), rect_y=str(y + 2),
-            title=f"#{step.position} {step.kind}: {duration:.1f} ms, from +{offset:.0f} ms",
-        ))
+        bars.append(
+            Bar(
+                position=step.position,
+                kind=step.kind,
+                label=f"#{step.position} {step.name}"[:28],
+                x=f"{LABEL_WIDTH + offset * scale:.2f}",
+                width=f"{max(duration * scale, 1.0):.2f}",
+                text_y=str(y + 11),
+                rect_y=str(y + 2),
+                title=f"#{step.position} {step.kind}: {duration:.1f} ms, from +{offset:.0f} ms",
+            )
+        )
     axis_y = len(steps) * ROW_HEIGHT + 12
     return {
-        "bars": bars, "height": str(axis_y + 6), "width": str(LABEL_WIDTH + PLOT_WIDTH),
-        "axis_y": str(axis_y - 8), "label_y": str(axis_y + 4), "plot_x": str(LABEL_WIDTH),
-        "plot_end": str(LABEL_WIDTH + PLOT_WIDTH), "total": f"{total_ms:.0f} ms",
+        "bars": bars,
+        "height": str(axis_y + 6),
+        "width": str(LABEL_WIDTH + PLOT_WIDTH),
+        "axis_y": str(axis_y - 8),
+        "label_y": str(axis_y + 4),
+        "plot_x": str(LABEL_WIDTH),
+        "plot_end": str(LABEL_WIDTH + PLOT_WIDTH),
+        "total": f"{total_ms:.0f} ms",
         "bar_height": str(BAR_HEIGHT),
     }

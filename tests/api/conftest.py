@@ -42,9 +42,15 @@ def pending(db) -> Run:
 @pytest.fixture
 def broken(db) -> Run:
     return Run.objects.create(
-        id="broken", agent="t-api", agent_version="1", input={"text": "x"},
-        status=Run.Status.FAILED, error={"type": "PermanentError", "message": "boom"},
-        max_steps=10, max_duration_seconds=60, finished_at=timezone.now(),
+        id="broken",
+        agent="t-api",
+        agent_version="1",
+        input={"text": "x"},
+        status=Run.Status.FAILED,
+        error={"type": "PermanentError", "message": "boom"},
+        max_steps=10,
+        max_duration_seconds=60,
+        finished_at=timezone.now(),
     )
 
 

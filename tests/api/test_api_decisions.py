@@ -47,12 +47,18 @@ def test_an_edit_needs_a_json_object(alice, gated):
 
 def test_an_escalation_resolved_as_happened_records_the_result(bob, escalated):
     path = f"/api/effects/{escalated.pk}/resolve/"
-    response = _post(bob, path, {"resolution": "happened", "result": {"noted": "HI"},
-                                 "note": "checked the provider"})
+    response = _post(
+        bob,
+        path,
+        {"resolution": "happened", "result": {"noted": "HI"}, "note": "checked the provider"},
+    )
     assert response.status_code == 200
     body = response.json()
     assert (body["state"], body["resolution"], body["resolved_by"]) == (
-        "resolved", "happened", "bob")
+        "resolved",
+        "happened",
+        "bob",
+    )
     assert Run.objects.get(pk="recorded").status == Run.Status.QUEUED
 
 

@@ -23,13 +23,19 @@ from durableruns.wsgi import application
 
 pytestmark = pytest.mark.django_db
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
 # Bounded: a few examples per operation, no coverage or stateful phases (seconds, not minutes).
-CONFIG = schemathesis.Config.from_dict({
-    "generation": {"max-examples": 4},
-    "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
-})
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "generation": {"max-examples": 4},
+        "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
+    }
+)
 
 
 # Loaded from the app itself (GET /api/schema/ over WSGI), at collection time: the
@@ -57,8 +63,7 @@ def admin_token(carol) -> str:
 
 
 @schema.parametrize()
-@settings(max_examples=4, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_the_api_answers_every_request_within_its_schema(case, admin_token, recorded):
     headers = {"Authorization": f"Token {admin_token}"}
     case.call_and_validate(headers=headers, checks=CHECKS)

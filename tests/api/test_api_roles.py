@@ -50,8 +50,9 @@ def world(escalated, pending, broken, gated):
     return {"effect": escalated.pk, "approval": gated.approval.pk}
 
 
-@pytest.mark.parametrize(("method", "path", "body", "needs", "ok"), ENDPOINTS,
-                         ids=[f"{m} {p}" for m, p, *_ in ENDPOINTS])
+@pytest.mark.parametrize(
+    ("method", "path", "body", "needs", "ok"), ENDPOINTS, ids=[f"{m} {p}" for m, p, *_ in ENDPOINTS]
+)
 @pytest.mark.parametrize("who", ["anonymous", "alice", "bob", "carol", "dave"])
 def test_it_applies_the_role_table(request, world, who, method, path, body, needs, ok):
     user = None if who == "anonymous" else request.getfixturevalue(who)

@@ -49,12 +49,15 @@ def test_it_refuses_to_reuse_a_run_id_for_another_input(bob):
     assert "already exists" in response.json()["detail"]
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"agent": "no-such-agent"}, "detail"),
-    ({"agent": "t-api", "run_id": "bad id!"}, "run_id"),
-    ({"agent": "t-api", "input": [1, 2]}, "input"),
-    ({"input": {}}, "agent"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"agent": "no-such-agent"}, "detail"),
+        ({"agent": "t-api", "run_id": "bad id!"}, "run_id"),
+        ({"agent": "t-api", "input": [1, 2]}, "input"),
+        ({"input": {}}, "agent"),
+    ],
+)
 def test_it_rejects_a_bad_start_request_with_the_reason(bob, body, field):
     response = client_for(bob).post("/api/runs/", body, content_type="application/json")
     assert response.status_code == 400
@@ -72,7 +75,8 @@ def test_a_script_authenticates_with_a_token_from_createtoken(bob, recorded):
 
 def test_a_token_acts_without_a_csrf_token(bob, pending):
     response = Client(enforce_csrf_checks=True).post(
-        "/api/runs/pending/cancel/", HTTP_AUTHORIZATION=f"Token {_token('bob')}")
+        "/api/runs/pending/cancel/", HTTP_AUTHORIZATION=f"Token {_token('bob')}"
+    )
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
 
@@ -85,15 +89,25 @@ def test_a_browser_session_needs_the_csrf_token_to_act(bob, pending):
     assert "CSRF" in refused.json()["detail"]
     assert Run.objects.get(pk="pending").status == Run.Status.QUEUED
     client.get("/login/")  # sets the csrftoken cookie
-    accepted = client.post("/api/runs/pending/cancel/", {}, content_type="application/json",
-                           HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
+    accepted = client.post(
+        "/api/runs/pending/cancel/",
+        {},
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value,
+    )
     assert accepted.status_code == 200
 
 
 def test_it_pages_runs_by_cursor_without_repeats_or_gaps(carol):
     for i in range(7):
-        Run.objects.create(id=f"r{i}", agent="t-api", agent_version="1", input={},
-                           max_steps=10, max_duration_seconds=60)
+        Run.objects.create(
+            id=f"r{i}",
+            agent="t-api",
+            agent_version="1",
+            input={},
+            max_steps=10,
+            max_duration_seconds=60,
+        )
     client = client_for(carol)
     seen: list[str] = []
     url = "/api/runs/?limit=3"
@@ -101,8 +115,14 @@ def test_it_pages_runs_by_cursor_without_repeats_or_gaps(carol):
         page = client.get(url).json()
         seen += [run["id"] for run in page["results"]]
         if len(seen) == 3:  # a run started while paging does not shift later pages
-            Run.objects.create(id="late", agent="t-api", agent_version="1", input={},
-                               max_steps=10, max_duration_seconds=60)
+            Run.objects.create(
+                id="late",
+                agent="t-api",
+                agent_version="1",
+                input={},
+                max_steps=10,
+                max_duration_seconds=60,
+            )
         url = page["next"]
     assert seen == [f"r{i}" for i in reversed(range(7))]
 
@@ -118,10 +138,14 @@ def test_it_lists_steps_and_effects_of_a_run(carol, recorded):
     client = client_for(carol)
     steps = client.get("/api/runs/recorded/steps/").json()["results"]
     assert [(s["position"], s["kind"], s["name"]) for s in steps] == [
-        (0, "compute", "shout"), (1, "tool", "t_api_note"), (2, "compute", "finish")]
+        (0, "compute", "shout"),
+        (1, "tool", "t_api_note"),
+        (2, "compute", "finish"),
+    ]
     effects = client.get("/api/runs/recorded/effects/").json()["results"]
     assert [e["idempotency_key"].split(":")[:3] for e in effects] == [
-        ["recorded", "1-t_api_note", "t_api_note"]]
+        ["recorded", "1-t_api_note", "t_api_note"]
+    ]
     found = client.get(f"/api/effects/?idempotency_key={effects[0]['idempotency_key']}")
     assert [e["id"] for e in found.json()["results"]] == [effects[0]["id"]]
 
@@ -139,15 +163,19 @@ def test_cancel_twice_is_harmless(bob, pending):
     assert AuditEvent.objects.filter(action="run.cancel", target_id="pending").count() == 1
 
 
-def test_it_forks_a_run_and_previews_what_would_run_again(bob, recorded, rung,
-                                                        django_capture_on_commit_callbacks):
+def test_it_forks_a_run_and_previews_what_would_run_again(
+    bob, recorded, rung, django_capture_on_commit_callbacks
+):
     client = client_for(bob)
     preview = client.get("/api/runs/recorded/fork-preview/?position=1").json()
     assert [e["tool"] for e in preview] == ["t_api_note"]
     assert client.get("/api/runs/recorded/fork-preview/?position=2").json() == []
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post("/api/runs/recorded/fork/", {"position": 1, "sandbox": True},
-                               content_type="application/json")
+        response = client.post(
+            "/api/runs/recorded/fork/",
+            {"position": 1, "sandbox": True},
+            content_type="application/json",
+        )
     assert response.status_code == 201
     fork = response.json()
     assert (fork["parent"], fork["fork_position"], fork["sandbox"]) == ("recorded", 1, True)
@@ -157,8 +185,9 @@ def test_it_forks_a_run_and_previews_what_would_run_again(bob, recorded, rung,
 
 
 def test_it_refuses_a_fork_beyond_the_history(bob, recorded):
-    response = client_for(bob).post("/api/runs/recorded/fork/", {"position": 9},
-                                    content_type="application/json")
+    response = client_for(bob).post(
+        "/api/runs/recorded/fork/", {"position": 9}, content_type="application/json"
+    )
     assert response.status_code == 400
     assert "between 0 and 3" in response.json()["detail"]
 
@@ -183,8 +212,7 @@ def _more_rows(count: int, user) -> None:
 
 
 @pytest.mark.parametrize("path", ["/api/runs/", "/api/effects/", "/api/approvals/"])
-def test_a_page_costs_the_same_queries_for_few_or_many_rows(carol, path,
-                                                             django_assert_num_queries):
+def test_a_page_costs_the_same_queries_for_few_or_many_rows(carol, path, django_assert_num_queries):
     client = client_for(carol)
     _more_rows(1, carol)
     with CaptureQueriesContext(connection) as few:

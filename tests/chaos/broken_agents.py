@@ -14,7 +14,8 @@ def refund_misdeclared(order_id: str, cents: int, *, idempotency_key: str) -> di
     response = httpx.post(
         f"{settings.DURABLERUNS_PROVIDER_URL}/providers/payments/none",
         json={"order_id": order_id, "cents": cents},
-        headers={"Idempotency-Key": idempotency_key}, timeout=10,
+        headers={"Idempotency-Key": idempotency_key},
+        timeout=10,
     )
     response.raise_for_status()
     return response.json()

@@ -29,8 +29,9 @@ def _awaiting(run_id: str) -> Approval | None:
 
 
 def _executions(run_id: str) -> Counter:
-    rows = ProviderCall.objects.filter(idempotency_key__startswith=f"{run_id}:",
-                                       outcome=ProviderCall.Outcome.EXECUTED)
+    rows = ProviderCall.objects.filter(
+        idempotency_key__startswith=f"{run_id}:", outcome=ProviderCall.Outcome.EXECUTED
+    )
     return Counter(rows.values_list("provider", flat=True))
 
 
@@ -64,6 +65,9 @@ def test_it_wakes_on_a_decision_without_the_sweeper(processes, alice):
     wait_for(lambda: _status(run.id) in Run.TERMINAL, timeout=20, message="the run to finish")
     finished = Run.objects.get(pk=run.id)
     assert finished.status == Run.Status.SUCCEEDED, finished.error
-    assert finished.result == {"refunded": False, "reason": "customer kept the bike",
-                               "decided_by": "alice"}
+    assert finished.result == {
+        "refunded": False,
+        "reason": "customer kept the bike",
+        "decided_by": "alice",
+    }
     assert _executions(run.id) == {}

@@ -28,8 +28,9 @@ AGENT_INPUTS = [
 ]
 # prefork: each crash kills the process executing the run and Celery forks a new one
 # at once; a whole-worker restart per crash (solo) would cost a CPU-second each.
-OPTIONS = crashtest.Options(workers=4, pool="prefork", parallel=12, lease_ttl=1.5,
-                            sweep_interval=0.5)
+OPTIONS = crashtest.Options(
+    workers=4, pool="prefork", parallel=12, lease_ttl=1.5, sweep_interval=0.5
+)
 
 
 def _behaviour(report: crashtest.Report) -> str:
@@ -56,14 +57,23 @@ def matrix(django_db_setup, django_db_blocker):
 def _overall(reports) -> str:
     """The figures over the whole matrix (printed with -s, for the closing note)."""
     merged = crashtest.Report(
-        "all", {}, OPTIONS, "", reports[0].baseline, reports[0].baseline_executions,
-        [c for r in reports for c in r.cases], 0, reports[0].seconds)
-    by_behaviour = {b: sum(r.escalated for r in reports if _behaviour(r) == b)
-                    for b in BEHAVIOURS}
-    return (f"\nMATRIX: {len(merged.cases)} crashed runs (+{len(reports)} baselines) in "
-            f"{reports[0].seconds:.1f}s; {merged.duplicates} duplicates, {merged.lost} lost; "
-            f"escalations by provider behaviour {by_behaviour}\n"
-            f"{crashtest.resume_summary(merged)}\n")
+        "all",
+        {},
+        OPTIONS,
+        "",
+        reports[0].baseline,
+        reports[0].baseline_executions,
+        [c for r in reports for c in r.cases],
+        0,
+        reports[0].seconds,
+    )
+    by_behaviour = {b: sum(r.escalated for r in reports if _behaviour(r) == b) for b in BEHAVIOURS}
+    return (
+        f"\nMATRIX: {len(merged.cases)} crashed runs (+{len(reports)} baselines) in "
+        f"{reports[0].seconds:.1f}s; {merged.duplicates} duplicates, {merged.lost} lost; "
+        f"escalations by provider behaviour {by_behaviour}\n"
+        f"{crashtest.resume_summary(merged)}\n"
+    )
 
 
 def _cases(matrix):
@@ -105,11 +115,16 @@ def test_it_loses_no_run(matrix):
 
 
 def test_it_escalates_only_unknown_outcomes_at_providers_that_cannot_dedupe_or_look_up(matrix):
-    escalated = {(r.agent, _behaviour(r), c.point, c.position)
-                 for r, c in _cases(matrix) if c.outcome == crashtest.ESCALATED}
-    expected = {(r.agent, _behaviour(r), c.point, c.position)
-                for r, c in _cases(matrix)
-                if _behaviour(r) == "none" and c.point in crashpoints.EFFECT_ONLY}
+    escalated = {
+        (r.agent, _behaviour(r), c.point, c.position)
+        for r, c in _cases(matrix)
+        if c.outcome == crashtest.ESCALATED
+    }
+    expected = {
+        (r.agent, _behaviour(r), c.point, c.position)
+        for r, c in _cases(matrix)
+        if _behaviour(r) == "none" and c.point in crashpoints.EFFECT_ONLY
+    }
     assert expected and escalated == expected
     assert all(c.escalations == (c.outcome == crashtest.ESCALATED) for _, c in _cases(matrix))
 
@@ -129,8 +144,11 @@ def test_it_finishes_every_other_run_like_the_uninterrupted_run(matrix):
         if case.outcome == crashtest.ESCALATED:
             continue
         assert report.baseline.status == "succeeded"
-        expected = (crashtest.FINISHED if case.point == crashpoints.AFTER_RUN_FINISHED
-                    else crashtest.RESUMED)
+        expected = (
+            crashtest.FINISHED
+            if case.point == crashpoints.AFTER_RUN_FINISHED
+            else crashtest.RESUMED
+        )
         assert (case.run_id, case.outcome) == (case.run_id, expected)
 
 
@@ -150,7 +168,6 @@ def test_it_rings_a_killed_run_within_lease_ttl_plus_sweep_interval(matrix):
 
 def test_it_resumes_a_killed_run_in_seconds_not_the_brokers_hour(matrix):
     times = [t for report in matrix for t in report.resume_times()]
-    assert len(times) == sum(
-        c.point != crashpoints.AFTER_RUN_FINISHED for _, c in _cases(matrix))
+    assert len(times) == sum(c.point != crashpoints.AFTER_RUN_FINISHED for _, c in _cases(matrix))
     # Ringing plus waiting for a free worker, on a busy 2-core machine.
     assert max(times) < 30, crashtest.resume_summary(matrix[0])

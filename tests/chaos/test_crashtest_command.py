@@ -21,10 +21,19 @@ def misdeclared_agent(settings):
 
 
 def test_it_fails_and_names_the_duplicate_of_a_write_wrongly_declared_idempotent(
-        misdeclared_agent, capsys):
+    misdeclared_agent, capsys
+):
     with pytest.raises(CommandError, match="crashtest failed"):
-        call_command("crashtest", misdeclared_agent, "--input", '{"order_id": "A-1001"}',
-                     "--workers", "2", "--pool", "prefork")
+        call_command(
+            "crashtest",
+            misdeclared_agent,
+            "--input",
+            '{"order_id": "A-1001"}',
+            "--workers",
+            "2",
+            "--pool",
+            "prefork",
+        )
     out = capsys.readouterr().out
     # Killed after the provider executed but before the ledger knew: the resumed run
     # trusts the wrong declaration, calls again, and the provider refunds twice.

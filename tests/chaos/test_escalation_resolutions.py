@@ -20,14 +20,14 @@ pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
 
 UNSAFE_REFUND = {"order_id": "A-1001", "payments": "none", "email": "dedupe"}
 REFUND_POSITION = 2
-MANUAL = {"refund_id": "re_manual_42", "status": "succeeded", "order_id": "A-1001",
-          "cents": 4500}
+MANUAL = {"refund_id": "re_manual_42", "status": "succeeded", "order_id": "A-1001", "cents": 4500}
 
 
 @pytest.fixture
 def cluster(provider_url, tmp_path):
-    options = crashtest.Options(workers=2, lease_ttl=TEST_LEASE_TTL,
-                                sweep_interval=TEST_SWEEP_INTERVAL)
+    options = crashtest.Options(
+        workers=2, lease_ttl=TEST_LEASE_TTL, sweep_interval=TEST_SWEEP_INTERVAL
+    )
     with crashtest.Cluster(options, tmp_path) as running:
         yield running
 
@@ -45,13 +45,15 @@ def _status(run_id: str) -> str:
 
 
 def _refunds(effect: Effect) -> int:
-    return ProviderCall.objects.filter(provider="payments", outcome="executed",
-                                       idempotency_key=effect.idempotency_key).count()
+    return ProviderCall.objects.filter(
+        provider="payments", outcome="executed", idempotency_key=effect.idempotency_key
+    ).count()
 
 
 def _emails(run_id: str) -> int:
-    return ProviderCall.objects.filter(provider="email", outcome="executed",
-                                       idempotency_key__startswith=f"{run_id}:").count()
+    return ProviderCall.objects.filter(
+        provider="email", outcome="executed", idempotency_key__startswith=f"{run_id}:"
+    ).count()
 
 
 def test_it_gives_the_agent_the_result_a_human_says_happened(cluster, bob):
@@ -99,8 +101,10 @@ def test_it_asks_again_when_a_run_aborted_over_an_unknown_outcome_is_resumed(clu
 
     operations.resume(Run.objects.get(pk=effect.run_id), user=bob)
 
-    wait_for(lambda: _status(effect.run_id) == Run.Status.ESCALATED,
-             message="the resumed run to escalate again")
+    wait_for(
+        lambda: _status(effect.run_id) == Run.Status.ESCALATED,
+        message="the resumed run to escalate again",
+    )
     effect.refresh_from_db()
     assert effect.state == Effect.State.UNKNOWN
     assert _refunds(effect) == 1  # not called again on a guess

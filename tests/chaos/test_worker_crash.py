@@ -27,8 +27,9 @@ def _finished(run_id: str) -> bool:
 
 def _executions(run_id: str) -> Counter:
     """Real executions per step and tool (arguments may embed run-specific ids)."""
-    rows = ProviderCall.objects.filter(idempotency_key__startswith=f"{run_id}:",
-                                       outcome=ProviderCall.Outcome.EXECUTED)
+    rows = ProviderCall.objects.filter(
+        idempotency_key__startswith=f"{run_id}:", outcome=ProviderCall.Outcome.EXECUTED
+    )
     keys = rows.values_list("idempotency_key", flat=True)
     return Counter(":".join(key.split(":")[1:3]) for key in keys)
 
@@ -51,8 +52,9 @@ def _uninterrupted(processes) -> tuple[Run, Counter]:
         (crashpoints.AFTER_TOOL_RETURNED, 2),  # refund executed, ledger not yet written
     ],
 )
-def test_it_resumes_on_a_new_worker_without_repeating_anything(processes, crash_dir, point,
-                                                                position):
+def test_it_resumes_on_a_new_worker_without_repeating_anything(
+    processes, crash_dir, point, position
+):
     first = processes.worker(extra_env={"DURABLERUNS_CRASH_DIR": str(crash_dir)})
     processes.beat()
     baseline, baseline_effects = _uninterrupted(processes)

@@ -26,13 +26,15 @@ def _awaiting_refund(processes, run_id: str) -> Approval:
 
 
 def _refunds(run_id: str) -> list[dict]:
-    rows = ProviderCall.objects.filter(provider="payments", idempotency_key__startswith=run_id,
-                                       outcome=ProviderCall.Outcome.EXECUTED)
+    rows = ProviderCall.objects.filter(
+        provider="payments",
+        idempotency_key__startswith=run_id,
+        outcome=ProviderCall.Outcome.EXECUTED,
+    )
     return list(rows.values_list("payload", flat=True))
 
 
-def test_it_lets_a_reviewer_approve_and_watch_the_run_finish(page, processes, live_server,
-                                                              alice):
+def test_it_lets_a_reviewer_approve_and_watch_the_run_finish(page, processes, live_server, alice):
     approval = _awaiting_refund(processes, "e2e-approve")
     log_in(page, live_server.url, "alice", "/approvals/")
     expect(page.locator("nav")).to_contain_text("Approvals (1)")
@@ -66,8 +68,7 @@ def test_it_ends_the_run_as_the_agent_decides_on_reject(page, processes, live_se
     assert _refunds("e2e-reject") == []
 
 
-def test_it_gives_the_agent_the_payload_the_reviewer_edited(page, processes, live_server,
-                                                            alice):
+def test_it_gives_the_agent_the_payload_the_reviewer_edited(page, processes, live_server, alice):
     approval = _awaiting_refund(processes, "e2e-edit")
     log_in(page, live_server.url, "alice", "/approvals/")
     card = page.locator(f"#approval-{approval.pk}")
@@ -81,8 +82,9 @@ def test_it_gives_the_agent_the_payload_the_reviewer_edited(page, processes, liv
     assert [refund["cents"] for refund in _refunds("e2e-edit")] == [20_000]
 
 
-def test_it_shows_operators_no_approve_button_and_refuses_their_post(page, processes,
-                                                                      live_server, bob):
+def test_it_shows_operators_no_approve_button_and_refuses_their_post(
+    page, processes, live_server, bob
+):
     approval = _awaiting_refund(processes, "e2e-operator")
     log_in(page, live_server.url, "bob", f"/approvals/{approval.pk}/")
     card = page.locator(f"#approval-{approval.pk}")

@@ -24,8 +24,7 @@ def _status(run_id: str) -> str:
     return Run.objects.values_list("status", flat=True).get(pk=run_id)
 
 
-def test_an_operator_watches_the_timeline_grow_and_polling_stop(page, processes, live_server,
-                                                                 bob):
+def test_an_operator_watches_the_timeline_grow_and_polling_stop(page, processes, live_server, bob):
     run, _ = start_run("t-ticking", {"ticks": 5, "nap": 1.0}, run_id="e2e-live")
     log_in(page, live_server.url, "bob", f"/runs/{run.id}/")
     page.evaluate("window.loadedOnce = true")  # gone if the page were reloaded
@@ -63,12 +62,14 @@ def test_an_operator_watches_the_timeline_grow_and_polling_stop(page, processes,
     expect(live).not_to_have_attribute("hx-trigger", "every 1s")
     assert live.get_attribute("hx-get") is None
     with pytest.raises(PlaywrightTimeout):
-        page.wait_for_event("request", lambda request: f"/runs/{run.id}/" in request.url,
-                            timeout=3_000)
+        page.wait_for_event(
+            "request", lambda request: f"/runs/{run.id}/" in request.url, timeout=3_000
+        )
 
 
-def test_an_operator_resolves_an_escalation_and_the_run_goes_on(page, processes, live_server,
-                                                               bob, crash_dir):
+def test_an_operator_resolves_an_escalation_and_the_run_goes_on(
+    page, processes, live_server, bob, crash_dir
+):
     """The worker dies after the unsafe refund started; the next worker cannot know
     whether it happened and escalates; bob says it did, with the provider's answer."""
     first = processes.worker(extra_env={"DURABLERUNS_CRASH_DIR": str(crash_dir)})
@@ -78,8 +79,9 @@ def test_an_operator_resolves_an_escalation_and_the_run_goes_on(page, processes,
     wait_for(lambda: first.poll() is not None, message="the worker to crash")
     processes.kill(first)
     processes.worker()
-    wait_for(lambda: _status("e2e-escalated") == Run.Status.ESCALATED,
-             message="the run to escalate")
+    wait_for(
+        lambda: _status("e2e-escalated") == Run.Status.ESCALATED, message="the run to escalate"
+    )
     effect = Effect.objects.get(run_id="e2e-escalated", state=Effect.State.UNKNOWN)
 
     log_in(page, live_server.url, "bob", "/escalations/")
@@ -89,7 +91,8 @@ def test_an_operator_resolves_an_escalation_and_the_run_goes_on(page, processes,
     card.locator("textarea[name=result]").fill("{not json")
     card.get_by_role("button", name="It happened").click()
     expect(page.locator(f"#escalation-{effect.pk} [role=alert]")).to_contain_text(
-        "The result is not valid JSON")
+        "The result is not valid JSON"
+    )
     assert _status("e2e-escalated") == Run.Status.ESCALATED
 
     card = page.locator(f"#escalation-{effect.pk}")
@@ -97,13 +100,11 @@ def test_an_operator_resolves_an_escalation_and_the_run_goes_on(page, processes,
     card.get_by_role("button", name="It happened").click()
     expect(page.locator(".messages")).to_contain_text("Resolved")
     expect(page.locator(f"#escalation-{effect.pk}")).to_have_count(0)
-    wait_for(lambda: _status("e2e-escalated") == Run.Status.SUCCEEDED,
-             message="the run to go on")
+    wait_for(lambda: _status("e2e-escalated") == Run.Status.SUCCEEDED, message="the run to go on")
     assert Run.objects.get(pk="e2e-escalated").result["refund_id"] == "rf_checked_by_bob"
 
 
-def test_an_operator_forks_a_finished_run_from_a_middle_step(page, processes, live_server,
-                                                             bob):
+def test_an_operator_forks_a_finished_run_from_a_middle_step(page, processes, live_server, bob):
     processes.worker(extra_env=AGENT_MODULES)
     start_run("t-ledger", {"text": "forked"}, run_id="e2e-parent")
     wait_for(lambda: _status("e2e-parent") == Run.Status.SUCCEEDED, message="the parent run")
@@ -128,8 +129,9 @@ def _diverging_ledger_bot(run, task: dict) -> dict:
     return {}
 
 
-def test_a_dry_replay_shows_where_changed_agent_code_diverges(page, processes, live_server, bob,
-                                                              monkeypatch):
+def test_a_dry_replay_shows_where_changed_agent_code_diverges(
+    page, processes, live_server, bob, monkeypatch
+):
     processes.worker(extra_env=AGENT_MODULES)
     start_run("t-ledger", {"text": "original"}, run_id="e2e-replayed")
     wait_for(lambda: _status("e2e-replayed") == Run.Status.SUCCEEDED, message="the run")

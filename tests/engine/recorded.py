@@ -21,10 +21,13 @@ def finished_run(run_id: str = "recorded") -> Run:
 
 
 def _plan(run: dr.Run, task: dict) -> None:
-    run.llm("plan", messages=[
-        {"role": "system", "content": "You handle refund requests."},
-        {"role": "user", "content": f"Refund order {task['order_id']}"},
-    ])
+    run.llm(
+        "plan",
+        messages=[
+            {"role": "system", "content": "You handle refund requests."},
+            {"role": "user", "content": f"Refund order {task['order_id']}"},
+        ],
+    )
 
 
 def asks_for_another_order(run: dr.Run, task: dict) -> dict:
@@ -41,5 +44,6 @@ def stops_after_planning(run: dr.Run, task: dict) -> dict:
 def deploy(monkeypatch: pytest.MonkeyPatch, fn) -> None:
     """Replace refund-bot's code without changing its version (what replay must catch)."""
     agent = registry.get_agent("refund-bot", "1")
-    monkeypatch.setitem(registry._AGENTS, ("refund-bot", "1"),
-                        registry.Agent(agent.name, agent.version, fn))
+    monkeypatch.setitem(
+        registry._AGENTS, ("refund-bot", "1"), registry.Agent(agent.name, agent.version, fn)
+    )

@@ -26,15 +26,24 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 @dr.agent("approval-probe", version="1")
 def approval_probe(run: dr.Run, task: dict) -> dict:
     decision = run.approval(
-        "ship", summary="Ship the parcel?", payload=task.get("payload", {"parcels": 2}),
-        expires_in=task.get("expires_in"), on_expiry=task.get("on_expiry", "reject"),
-        schema=task.get("schema"), four_eyes=task.get("four_eyes", False),
+        "ship",
+        summary="Ship the parcel?",
+        payload=task.get("payload", {"parcels": 2}),
+        expires_in=task.get("expires_in"),
+        on_expiry=task.get("on_expiry", "reject"),
+        schema=task.get("schema"),
+        four_eyes=task.get("four_eyes", False),
         guards={"tool": "ship_parcel", "args": {"parcels": 2}},
     )
     after = run.step("after", lambda: "continued")
-    return {"approved": decision.approved, "decision": decision.decision,
-            "payload": decision.payload, "comment": decision.comment,
-            "decider": decision.decider, "after": after}
+    return {
+        "approved": decision.approved,
+        "decision": decision.decision,
+        "payload": decision.payload,
+        "comment": decision.comment,
+        "decider": decision.decider,
+        "after": after,
+    }
 
 
 def _suspended(task: dict | None = None, user=None) -> Run:
@@ -70,8 +79,14 @@ def test_it_returns_the_decision_to_agent_code_and_continues(alice, rung):
     assert Run.objects.get(pk=run.id).status == Run.Status.QUEUED
     assert rung == [run.id]  # the decision rings at once; no sweep needed
     run = _finish(run)
-    assert run.result == {"approved": True, "decision": "approve", "payload": {"parcels": 2},
-                          "comment": "looks right", "decider": "alice", "after": "continued"}
+    assert run.result == {
+        "approved": True,
+        "decision": "approve",
+        "payload": {"parcels": 2},
+        "comment": "looks right",
+        "decider": "alice",
+        "after": "continued",
+    }
     step = Step.objects.get(run=run, position=0)
     assert (step.kind, step.result["decider"]) == (Step.Kind.APPROVAL, "alice")
 
@@ -90,8 +105,11 @@ def test_it_ends_as_the_agent_decides_on_rejection(alice):
 
 
 def test_it_refuses_an_edit_that_breaks_the_schema(alice):
-    schema = {"type": "object", "properties": {"parcels": {"type": "integer", "maximum": 2}},
-              "required": ["parcels"]}
+    schema = {
+        "type": "object",
+        "properties": {"parcels": {"type": "integer", "maximum": 2}},
+        "required": ["parcels"],
+    }
     approval = _approval(_suspended({"schema": schema}))
     for bad in ('{"parcels": 9}', "[1, 2]", "{not json"):
         with pytest.raises(approvals.InvalidEdit):
@@ -123,8 +141,10 @@ def test_it_gives_one_decision_to_two_concurrent_reviewers(alice, carol):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=review, args=(alice, "approve")),
-               threading.Thread(target=review, args=(carol, "reject"))]
+    threads = [
+        threading.Thread(target=review, args=(alice, "approve")),
+        threading.Thread(target=review, args=(carol, "reject")),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -139,19 +159,28 @@ def test_it_gives_one_decision_to_two_concurrent_reviewers(alice, carol):
 
 def test_it_expires_with_the_on_expiry_default_recorded_as_the_system():
     run = _suspended({"expires_in": 0.2})
-    wait_for(lambda: sweep() and _approval(run).state == Approval.State.EXPIRED,
-             timeout=10, message="the sweeper to expire the approval")
+    wait_for(
+        lambda: sweep() and _approval(run).state == Approval.State.EXPIRED,
+        timeout=10,
+        message="the sweeper to expire the approval",
+    )
     event = AuditEvent.objects.get(target_type="approval")
     assert (event.action, event.actor_name, event.actor_id) == ("approval.expire", "system", None)
     result = _finish(run).result
     assert (result["approved"], result["decision"], result["decider"]) == (
-        False, "expire", "system")
+        False,
+        "expire",
+        "system",
+    )
 
 
 def test_it_can_default_to_approve_on_expiry():
     run = _suspended({"expires_in": 0.2, "on_expiry": "approve"})
-    wait_for(lambda: sweep() and _approval(run).state == Approval.State.EXPIRED,
-             timeout=10, message="the sweeper to expire the approval")
+    wait_for(
+        lambda: sweep() and _approval(run).state == Approval.State.EXPIRED,
+        timeout=10,
+        message="the sweeper to expire the approval",
+    )
     assert _finish(run).result["approved"] is True
 
 
@@ -165,8 +194,16 @@ def test_it_leaves_an_approval_alone_before_its_deadline():
 def test_it_wakes_a_run_decided_before_it_finished_suspending(alice):
     run, _ = start_run("approval-probe", {})
     lease = store.acquire_lease(run.id, "test-executor")
-    gate = gates.Gate.build(summary="", payload={}, allowed=gates.DECISIONS, expires_in=None,
-                            on_expiry="reject", schema=None, guards=None, four_eyes=False)
+    gate = gates.Gate.build(
+        summary="",
+        payload={},
+        allowed=gates.DECISIONS,
+        expires_in=None,
+        on_expiry="reject",
+        schema=None,
+        guards=None,
+        four_eyes=False,
+    )
     approval = gates.open_approval(lease, 0, "ship", gate)
     approvals.decide(approval, "approve", user=alice)  # run still `running`: no wake-up yet
     suspend = Suspend(Run.Status.AWAITING_APPROVAL, approval_position=0)
@@ -202,7 +239,8 @@ def test_it_exports_approvals_and_their_audit_events(alice):
     approvals.decide(_approval(run), "reject", user=alice, comment="no")
     exported = export_run(_finish(run))
     assert [(a["name"], a["state"], a["decider_name"]) for a in exported["approvals"]] == [
-        ("ship", "rejected", "alice")]
+        ("ship", "rejected", "alice")
+    ]
     assert [(e["actor"], e["action"]) for e in exported["audit"]] == [("alice", "approval.reject")]
 
 

@@ -16,20 +16,43 @@ pytestmark = pytest.mark.django_db
 def _refund_run(run_id: str, refund_id: str, *, summary: str | None = None) -> Run:
     """A finished refund-bot run as the engine records it: steps, one effect, a result."""
     run = Run.objects.create(
-        id=run_id, agent="refund-bot", agent_version="1", input={}, status="succeeded",
-        max_steps=20, max_duration_seconds=60,
-        result={"refund_id": refund_id, "summary": summary or f"Refunded ({refund_id}).",
-                "run": run_id},
+        id=run_id,
+        agent="refund-bot",
+        agent_version="1",
+        input={},
+        status="succeeded",
+        max_steps=20,
+        max_duration_seconds=60,
+        result={
+            "refund_id": refund_id,
+            "summary": summary or f"Refunded ({refund_id}).",
+            "run": run_id,
+        },
     )
     now = timezone.now()
-    for position, (kind, name) in enumerate([("llm", "plan"), ("tool", "lookup_order"),
-                                             ("tool", "refund"), ("llm", "summary")]):
-        Step.objects.create(run=run, position=position, step_id=f"{position}-{name}",
-                            kind=kind, name=name, started_at=now, finished_at=now)
+    for position, (kind, name) in enumerate(
+        [("llm", "plan"), ("tool", "lookup_order"), ("tool", "refund"), ("llm", "summary")]
+    ):
+        Step.objects.create(
+            run=run,
+            position=position,
+            step_id=f"{position}-{name}",
+            kind=kind,
+            name=name,
+            started_at=now,
+            finished_at=now,
+        )
     Effect.objects.create(
-        run=run, position=2, idempotency_key=f"{run_id}:2-refund:refund:00ff", tool="refund",
-        tool_kind="idempotent_write", fingerprint="00ff", args={}, state="succeeded",
-        result={"refund_id": refund_id, "status": "succeeded"}, started_at=now,
+        run=run,
+        position=2,
+        idempotency_key=f"{run_id}:2-refund:refund:00ff",
+        tool="refund",
+        tool_kind="idempotent_write",
+        fingerprint="00ff",
+        args={},
+        state="succeeded",
+        result={"refund_id": refund_id, "status": "succeeded"},
+        started_at=now,
     )
     return run
 
@@ -40,7 +63,8 @@ def test_it_plans_every_point_at_every_step_it_applies_to():
     assert (crashpoints.BEFORE_STEP, 0) in planned
     assert (crashpoints.AFTER_STEP_COMMIT, 3) in planned
     assert {p for p, pos in planned if pos == 2} == set(crashpoints.ALL) - {
-        crashpoints.AFTER_RUN_FINISHED}
+        crashpoints.AFTER_RUN_FINISHED
+    }
     assert not {(p, pos) for p, pos in planned if p in crashpoints.EFFECT_ONLY and pos != 2}
     assert (crashpoints.AFTER_RUN_FINISHED, -1) in planned
     assert len(cases) == 4 + 4 + 3 + 1
@@ -68,11 +92,21 @@ def test_it_sees_a_run_that_failed_where_the_baseline_succeeded():
 
 def test_it_counts_executions_per_step_and_tool_whatever_the_arguments():
     for fingerprint in ("aaaa", "bbbb"):  # arguments embedding run-specific ids
-        ProviderCall.objects.create(provider="email", mode="none", payload={},
-                                    idempotency_key=f"r1:3-send_email:send_email:{fingerprint}")
-    ProviderCall.objects.create(provider="payments", mode="none", payload={}, outcome="rejected",
-                                idempotency_key="r1:2-refund:refund:cccc")
-    ProviderCall.objects.create(provider="payments", mode="none", payload={},
-                                idempotency_key="r10:2-refund:refund:cccc")
+        ProviderCall.objects.create(
+            provider="email",
+            mode="none",
+            payload={},
+            idempotency_key=f"r1:3-send_email:send_email:{fingerprint}",
+        )
+    ProviderCall.objects.create(
+        provider="payments",
+        mode="none",
+        payload={},
+        outcome="rejected",
+        idempotency_key="r1:2-refund:refund:cccc",
+    )
+    ProviderCall.objects.create(
+        provider="payments", mode="none", payload={}, idempotency_key="r10:2-refund:refund:cccc"
+    )
     ModelCall.objects.create(agent="refund-bot", step="plan", idempotency_key="r1:0-plan:llm:dd")
     assert crashtest.demo_executions("r1") == {"3-send_email:send_email": 2, "0-plan:llm": 1}

@@ -26,14 +26,23 @@ RESULT = {"refund_id": "re_manual", "status": "succeeded"}
 def effect() -> Effect:
     """An unsafe refund whose outcome is unknown, its run escalated (as the engine leaves it)."""
     run = Run.objects.create(
-        id="escalated-1", agent="refund-bot", agent_version="1",
-        input={"order_id": "A-1001", "payments": "none"}, status=Run.Status.ESCALATED,
-        max_steps=20, max_duration_seconds=1800,
+        id="escalated-1",
+        agent="refund-bot",
+        agent_version="1",
+        input={"order_id": "A-1001", "payments": "none"},
+        status=Run.Status.ESCALATED,
+        max_steps=20,
+        max_duration_seconds=1800,
     )
     return Effect.objects.create(
-        run=run, position=2, idempotency_key="escalated-1:2-refund_unsafe:refund_unsafe:0123",
-        tool="refund_unsafe", tool_kind="unsafe_write", fingerprint="0123",
-        args={"order_id": "A-1001", "cents": 4500}, state=Effect.State.UNKNOWN,
+        run=run,
+        position=2,
+        idempotency_key="escalated-1:2-refund_unsafe:refund_unsafe:0123",
+        tool="refund_unsafe",
+        tool_kind="unsafe_write",
+        fingerprint="0123",
+        args={"order_id": "A-1001", "cents": 4500},
+        state=Effect.State.UNKNOWN,
         started_at=timezone.now(),
     )
 
@@ -46,8 +55,9 @@ def _unchanged(effect: Effect) -> None:
 
 
 def test_it_records_who_resolved_it_when_and_why(effect, bob):
-    resolved = escalations.resolve(effect, "happened", user=bob, result=RESULT,
-                                   note="the bank statement shows it")
+    resolved = escalations.resolve(
+        effect, "happened", user=bob, result=RESULT, note="the bank statement shows it"
+    )
     assert resolved.state == Effect.State.RESOLVED
     assert resolved.resolution == Effect.Resolution.HAPPENED
     assert resolved.result == RESULT
@@ -59,11 +69,17 @@ def test_it_records_who_resolved_it_when_and_why(effect, bob):
 def test_it_audits_the_resolution(effect, bob):
     escalations.resolve(effect, "not_happened", user=bob, note="no charge at the bank")
     event = AuditEvent.objects.get(action="effect.resolve")
-    assert (event.actor_name, event.target_type, event.target_id) == ("bob", "effect",
-                                                                      str(effect.pk))
+    assert (event.actor_name, event.target_type, event.target_id) == (
+        "bob",
+        "effect",
+        str(effect.pk),
+    )
     assert event.before["state"] == "unknown"
-    assert event.after == {"state": "resolved", "resolution": "not_happened",
-                           "note": "no charge at the bank"}
+    assert event.after == {
+        "state": "resolved",
+        "resolution": "not_happened",
+        "note": "no charge at the bank",
+    }
 
 
 @pytest.mark.parametrize("resolution", ["happened", "not_happened"])
@@ -143,11 +159,23 @@ def test_it_refuses_an_effect_whose_outcome_is_known(effect, bob):
 
 
 def test_the_command_resolves_with_a_json_result(effect, bob, capsys):
-    call_command("resolve", str(effect.pk), "happened", "--result", '{"refund_id": "re_cli"}',
-                 "--note", "seen in the dashboard", "--user", "bob")
+    call_command(
+        "resolve",
+        str(effect.pk),
+        "happened",
+        "--result",
+        '{"refund_id": "re_cli"}',
+        "--note",
+        "seen in the dashboard",
+        "--user",
+        "bob",
+    )
     effect.refresh_from_db()
     assert (effect.resolution, effect.result, effect.note) == (
-        "happened", {"refund_id": "re_cli"}, "seen in the dashboard")
+        "happened",
+        {"refund_id": "re_cli"},
+        "seen in the dashboard",
+    )
     assert "resolved as happened by bob; run escalated-1 is queued" in capsys.readouterr().out
 
 

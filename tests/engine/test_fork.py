@@ -72,6 +72,8 @@ def test_a_sandbox_fork_calls_no_write_tool(parent, bob):
     assert not ProviderCall.objects.filter(idempotency_key__startswith=f"{child.id}:").exists()
     sandboxed = Effect.objects.filter(run=done).order_by("position")
     assert [(e.tool, e.state) for e in sandboxed] == [
-        ("refund", Effect.State.SANDBOXED), ("send_email", Effect.State.SANDBOXED)]
+        ("refund", Effect.State.SANDBOXED),
+        ("send_email", Effect.State.SANDBOXED),
+    ]
     assert sandboxed[0].args == {"order_id": "A-1001", "cents": 4500, "fail_first": 0}
     assert done.result["refund_id"] == "re_sandbox"

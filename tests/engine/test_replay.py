@@ -31,8 +31,13 @@ def test_it_replays_every_recorded_step(provider_url):
     report = dry_replay(run)
     assert report.ok
     assert [e.status for e in report.entries] == [REPLAYED] * 5
-    assert [e.name for e in report.entries] == ["plan", "lookup_order", "refund", "send_email",
-                                                "summary"]
+    assert [e.name for e in report.entries] == [
+        "plan",
+        "lookup_order",
+        "refund",
+        "send_email",
+        "summary",
+    ]
     assert report.ending == "returned"
     assert report.result == run.result
 

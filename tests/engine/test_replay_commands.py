@@ -46,8 +46,11 @@ def test_it_replays_an_exported_run_on_a_fresh_database(provider_url, tmp_path):
     output = _replay("--file", str(tmp_path / "run.json"))
     assert "#2   replayed      tool 'refund'" in output
     assert "OK: 5 steps replayed; agent code returned" in output
-    assert (Run.objects.count(), ProviderCall.objects.count(), ModelCall.objects.count()) == (0,
-                                                                                              0, 0)
+    assert (Run.objects.count(), ProviderCall.objects.count(), ModelCall.objects.count()) == (
+        0,
+        0,
+        0,
+    )
 
 
 def test_it_replays_a_stored_run_by_id(provider_url):
@@ -69,11 +72,17 @@ def test_a_divergence_exits_non_zero_from_the_shell(provider_url, tmp_path):
     doc["steps"][3]["fingerprint"] = "0" * 16  # history that today's code cannot produce
     (tmp_path / "changed.json").write_text(json.dumps(doc))
     db = connection.settings_dict
-    env = {**os.environ,
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
     done = subprocess.run(
         [sys.executable, "manage.py", "replay", "--file", str(tmp_path / "changed.json")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode != 0
     assert "DIVERGED at step 3" in done.stderr

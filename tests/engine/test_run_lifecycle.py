@@ -21,7 +21,12 @@ def test_it_runs_the_refund_agent_with_one_execution_per_effect(drive, provider_
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.result["refunded"] is True
     assert list(run.steps.order_by("position").values_list("name", flat=True)) == [
-        "plan", "lookup_order", "refund", "send_email", "summary"]
+        "plan",
+        "lookup_order",
+        "refund",
+        "send_email",
+        "summary",
+    ]
     executed = ProviderCall.objects.filter(outcome=ProviderCall.Outcome.EXECUTED)
     assert sorted(executed.values_list("provider", flat=True)) == ["email", "payments"]
     assert ModelCall.objects.count() == 2
@@ -173,8 +178,19 @@ def test_a_stale_fence_cannot_commit_a_step(rung):
     start_run("t-sleepy", {}, run_id="fenced")
     lease = store.acquire_lease("fenced", "worker-a")
     Run.objects.filter(pk="fenced").update(fence=lease.fence + 1)  # someone took over
-    outcome = store.StepOutcome(0, "0-x", "compute", "x", "", "", None, 1, None, 1,
-                                *(2 * [__import__("django.utils.timezone").utils.timezone.now()]))
+    outcome = store.StepOutcome(
+        0,
+        "0-x",
+        "compute",
+        "x",
+        "",
+        "",
+        None,
+        1,
+        None,
+        1,
+        *(2 * [__import__("django.utils.timezone").utils.timezone.now()]),
+    )
     with pytest.raises(dr.engine.errors.LeaseLost):
         store.commit_step(lease, outcome)
     assert not Step.objects.filter(run_id="fenced").exists()
@@ -197,8 +213,11 @@ def test_starting_is_idempotent_on_the_run_id(rung):
 
 
 def test_secrets_in_the_input_are_redacted_before_they_are_stored(rung):
-    run, _ = start_run("t-sleepy", {"seconds": 1, "api_key": "sk-live-abc", "note":
-                                    "Authorization: Bearer abcdefghijklmnop"}, run_id="sec")
+    run, _ = start_run(
+        "t-sleepy",
+        {"seconds": 1, "api_key": "sk-live-abc", "note": "Authorization: Bearer abcdefghijklmnop"},
+        run_id="sec",
+    )
     stored = Run.objects.get(pk=run.pk).input
     assert stored["api_key"] == "[REDACTED]"
     assert "abcdefghijklmnop" not in stored["note"]

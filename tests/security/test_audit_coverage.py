@@ -45,18 +45,29 @@ ACTIONS = {
     "run-cancel": ({"run_id": "live"}, {}, "run.cancel"),
     "run-resume": ({"run_id": "failed"}, {}, "run.resume"),
     "decide_approval": ({"pk": "approval"}, {"decision": "approve"}, "approval.approve"),
-    "escalation-resolve": ({"effect_id": "effect"}, {"resolution": "not_happened"},
-                           "effect.resolve"),
+    "escalation-resolve": (
+        {"effect_id": "effect"},
+        {"resolution": "not_happened"},
+        "effect.resolve",
+    ),
 }
 # The JSON API: the same actions for scripts, answered with JSON, not a redirect.
 API_ACTIONS = {
     "api-run-cancel": ({"run_id": "live"}, {}, "run.cancel", 200),
     "api-run-resume": ({"run_id": "failed"}, {}, "run.resume", 200),
     "api-run-fork": ({"run_id": "free"}, {"position": 0}, "run.fork", 201),
-    "api-approval-decide": ({"approval_id": "approval"}, {"decision": "reject"},
-                            "approval.reject", 200),
-    "api-effect-resolve": ({"effect_id": "effect"}, {"resolution": "not_happened"},
-                           "effect.resolve", 200),
+    "api-approval-decide": (
+        {"approval_id": "approval"},
+        {"decision": "reject"},
+        "approval.reject",
+        200,
+    ),
+    "api-effect-resolve": (
+        {"effect_id": "effect"},
+        {"resolution": "not_happened"},
+        "effect.resolve",
+        200,
+    ),
 }
 # Not a person's action on the product's data: signing out, and the demo's stand-in
 # providers (an HTTP API the demo tools call, which keeps its own ledger).
@@ -71,22 +82,54 @@ def test_every_state_changing_url_is_audited_or_exempt():
 
 def _objects() -> dict[str, object]:
     """A run in each state an action needs, plus the rows the actions target."""
-    states = {"free": Run.Status.SUCCEEDED, "held": Run.Status.SUCCEEDED,
-              "live": Run.Status.QUEUED, "failed": Run.Status.FAILED,
-              "escalated": Run.Status.ESCALATED, "waiting": Run.Status.AWAITING_APPROVAL}
+    states = {
+        "free": Run.Status.SUCCEEDED,
+        "held": Run.Status.SUCCEEDED,
+        "live": Run.Status.QUEUED,
+        "failed": Run.Status.FAILED,
+        "escalated": Run.Status.ESCALATED,
+        "waiting": Run.Status.AWAITING_APPROVAL,
+    }
     for run_id, status in states.items():
-        Run.objects.create(id=run_id, agent="refund-bot", agent_version="1", input={},
-                           status=status, max_steps=5, max_duration_seconds=60,
-                           legal_hold=run_id == "held")
+        Run.objects.create(
+            id=run_id,
+            agent="refund-bot",
+            agent_version="1",
+            input={},
+            status=status,
+            max_steps=5,
+            max_duration_seconds=60,
+            legal_hold=run_id == "held",
+        )
     now = timezone.now()
-    Step.objects.create(run_id="free", position=0, step_id="0-plan", kind="llm", name="plan",
-                        result={"content": "{}", "usage": {}}, started_at=now, finished_at=now)
+    Step.objects.create(
+        run_id="free",
+        position=0,
+        step_id="0-plan",
+        kind="llm",
+        name="plan",
+        result={"content": "{}", "usage": {}},
+        started_at=now,
+        finished_at=now,
+    )
     effect = Effect.objects.create(
-        run_id="escalated", position=0, idempotency_key="escalated:0-refund:refund:0",
-        tool="refund_unsafe", tool_kind="unsafe_write", fingerprint="0", args={},
-        state=Effect.State.UNKNOWN, started_at=now)
-    approval = Approval.objects.create(run_id="waiting", position=0, name="approve-refund",
-                                       payload={"cents": 1}, allowed=["approve", "reject"])
+        run_id="escalated",
+        position=0,
+        idempotency_key="escalated:0-refund:refund:0",
+        tool="refund_unsafe",
+        tool_kind="unsafe_write",
+        fingerprint="0",
+        args={},
+        state=Effect.State.UNKNOWN,
+        started_at=now,
+    )
+    approval = Approval.objects.create(
+        run_id="waiting",
+        position=0,
+        name="approve-refund",
+        payload={"cents": 1},
+        allowed=["approve", "reject"],
+    )
     return {
         "policy": RetentionPolicy.objects.create(
             name="p", statuses=["failed"], age_days=30, action="delete"
@@ -119,8 +162,7 @@ def test_the_api_records_the_action(name, carol):
     kwargs, data, action, status = API_ACTIONS[name]
     client = Client()
     client.force_login(carol)
-    response = client.post(_audited(name, kwargs, objects), data,
-                           content_type="application/json")
+    response = client.post(_audited(name, kwargs, objects), data, content_type="application/json")
     assert response.status_code == status, response.content
     event = AuditEvent.objects.get()
     assert (event.actor_name, event.action) == ("carol", action)

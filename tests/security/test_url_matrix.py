@@ -83,8 +83,9 @@ EXPECTED: dict[str, Expect] = {
     "runs-bulk": Expect("GET", _by_role(302, 403, 403, 302, 302)),
     "run-cancel": Expect("POST", OPERATOR_ACTION, RUN),
     "run-resume": Expect("POST", OPERATOR_ACTION, RUN),
-    "escalation-resolve": Expect("POST", _by_role(302, 403, 403, 400, 400),
-                                 {"effect_id": "effect"}),
+    "escalation-resolve": Expect(
+        "POST", _by_role(302, 403, 403, 400, 400), {"effect_id": "effect"}
+    ),
     # JSON API: 401 without credentials; form-encoded bodies are refused with 415
     # once the permission check has let the caller in.
     "api-schema": Expect("GET", PUBLIC),
@@ -104,8 +105,9 @@ EXPECTED: dict[str, Expect] = {
     "api-run-resume": Expect("POST", _by_role(401, 403, 403, 409, 409), RUN),
     "api-run-fork": Expect("POST", API_OPERATE, RUN),
     "api-effect-resolve": Expect("POST", API_OPERATE, {"effect_id": "effect"}),
-    "api-approval-decide": Expect("POST", _by_role(401, 403, 415, 403, 415),
-                                  {"approval_id": "approval"}),
+    "api-approval-decide": Expect(
+        "POST", _by_role(401, 403, 415, 403, 415), {"approval_id": "approval"}
+    ),
     # The demo's stand-in payment/email providers: an HTTP API for the demo tools,
     # authenticated by nobody (they are local stand-ins), exempt from CSRF.
     "provider-order": Expect("GET", PUBLIC, {"order_id": "A-1001"}),
@@ -163,11 +165,25 @@ def objects(db):
     )
     rule = RedactionRule.objects.create(kind="key", value="employee_id")
     now = timezone.now()
-    Step.objects.create(run_id="r1", position=0, step_id="0-x", kind="compute", name="x",
-                        started_at=now, finished_at=now)
-    effect = Effect.objects.create(run_id="r1", position=1, idempotency_key="r1:1-refund:refund:0",
-                                   tool="refund", tool_kind="unsafe_write", fingerprint="0",
-                                   args={}, started_at=now)
+    Step.objects.create(
+        run_id="r1",
+        position=0,
+        step_id="0-x",
+        kind="compute",
+        name="x",
+        started_at=now,
+        finished_at=now,
+    )
+    effect = Effect.objects.create(
+        run_id="r1",
+        position=1,
+        idempotency_key="r1:1-refund:refund:0",
+        tool="refund",
+        tool_kind="unsafe_write",
+        fingerprint="0",
+        args={},
+        started_at=now,
+    )
     approval = Approval.objects.create(run_id="r1", position=2, name="refund", payload={})
     return {"policy": policy.pk, "rule": rule.pk, "effect": effect.pk, "approval": approval.pk}
 

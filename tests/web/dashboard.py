@@ -17,39 +17,70 @@ _ids = itertools.count(1)
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.get_current_timezone())
 
 
-def make_run(run_id: str | None = None, *, status: str = Run.Status.SUCCEEDED,
-             agent: str = "refund-bot", version: str = "1", created_at: datetime | None = None,
-             **fields: Any) -> Run:
+def make_run(
+    run_id: str | None = None,
+    *,
+    status: str = Run.Status.SUCCEEDED,
+    agent: str = "refund-bot",
+    version: str = "1",
+    created_at: datetime | None = None,
+    **fields: Any,
+) -> Run:
     run_id = run_id or f"run-{next(_ids):05d}"
     fields.setdefault("max_steps", 20)
     fields.setdefault("max_duration_seconds", 1800.0)
-    run = Run.objects.create(id=run_id, agent=agent, agent_version=version, input={},
-                             status=status, **fields)
+    run = Run.objects.create(
+        id=run_id, agent=agent, agent_version=version, input={}, status=status, **fields
+    )
     if created_at is not None:
         Run.objects.filter(pk=run.pk).update(created_at=created_at)
         run.refresh_from_db()
     return run
 
 
-def make_step(run: Run, position: int, *, kind: str = Step.Kind.TOOL, name: str = "lookup_order",
-              start_ms: float = 0, duration_ms: float = 10, **fields: Any) -> Step:
+def make_step(
+    run: Run,
+    position: int,
+    *,
+    kind: str = Step.Kind.TOOL,
+    name: str = "lookup_order",
+    start_ms: float = 0,
+    duration_ms: float = 10,
+    **fields: Any,
+) -> Step:
     started = (run.started_at or T0) + timedelta(milliseconds=start_ms)
     return Step.objects.create(
-        run=run, position=position, step_id=f"{position}-{name}", kind=kind, name=name,
-        started_at=started, finished_at=started + timedelta(milliseconds=duration_ms),
+        run=run,
+        position=position,
+        step_id=f"{position}-{name}",
+        kind=kind,
+        name=name,
+        started_at=started,
+        finished_at=started + timedelta(milliseconds=duration_ms),
         **fields,
     )
 
 
-def make_effect(run: Run, position: int, *, tool: str = "refund",
-                state: str = Effect.State.SUCCEEDED, key: str | None = None,
-                **fields: Any) -> Effect:
+def make_effect(
+    run: Run,
+    position: int,
+    *,
+    tool: str = "refund",
+    state: str = Effect.State.SUCCEEDED,
+    key: str | None = None,
+    **fields: Any,
+) -> Effect:
     fields.setdefault("started_at", timezone.now())
     fields.setdefault("tool_kind", "idempotent_write")
     fields.setdefault("args", {"order_id": "A-1001", "cents": 1200})
     return Effect.objects.create(
-        run=run, position=position, tool=tool, state=state, fingerprint="0" * 16,
-        idempotency_key=key or f"{run.id}:{position}-{tool}:{tool}:{position:016d}", **fields,
+        run=run,
+        position=position,
+        tool=tool,
+        state=state,
+        fingerprint="0" * 16,
+        idempotency_key=key or f"{run.id}:{position}-{tool}:{tool}:{position:016d}",
+        **fields,
     )
 
 

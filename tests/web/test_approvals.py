@@ -22,20 +22,39 @@ def rung(monkeypatch) -> list[str]:
     return rings
 
 
-def _pending(run_id: str = "r-1", *, payload=None, summary: str = "Refund 250.00",
-             created_by=None, four_eyes: bool = False, age: float = 0) -> Approval:
-    run = Run.objects.create(id=run_id, agent="refund-bot", agent_version="1", input={},
-                             status=Run.Status.AWAITING_APPROVAL, max_steps=10,
-                             max_duration_seconds=60, created_by=created_by)
+def _pending(
+    run_id: str = "r-1",
+    *,
+    payload=None,
+    summary: str = "Refund 250.00",
+    created_by=None,
+    four_eyes: bool = False,
+    age: float = 0,
+) -> Approval:
+    run = Run.objects.create(
+        id=run_id,
+        agent="refund-bot",
+        agent_version="1",
+        input={},
+        status=Run.Status.AWAITING_APPROVAL,
+        max_steps=10,
+        max_duration_seconds=60,
+        created_by=created_by,
+    )
     approval = Approval.objects.create(
-        run=run, position=2, name="approve-refund", summary=summary,
+        run=run,
+        position=2,
+        name="approve-refund",
+        summary=summary,
         payload={"order_id": "A-1002", "cents": 25_000} if payload is None else payload,
-        allowed=["approve", "reject", "edit"], four_eyes=four_eyes,
+        allowed=["approve", "reject", "edit"],
+        four_eyes=four_eyes,
         guards={"tool": "refund", "args": {"cents": 25_000}},
     )
     if age:
         Approval.objects.filter(pk=approval.pk).update(
-            created_at=timezone.now() - timedelta(seconds=age))
+            created_at=timezone.now() - timedelta(seconds=age)
+        )
     return approval
 
 
@@ -45,8 +64,7 @@ def _client(user) -> Client:
     return client
 
 
-def _decide(client: Client, approval: Approval, decision: str, *, headers=None,
-            **data) -> object:
+def _decide(client: Client, approval: Approval, decision: str, *, headers=None, **data) -> object:
     url = reverse("decide_approval", args=[approval.pk])
     return client.post(url, {"decision": decision, **data}, **(headers or {}))
 
@@ -60,7 +78,7 @@ def test_it_lists_pending_approvals_oldest_first(alice):
     _pending("r-old", summary="the older one", age=600)
     page = _client(alice).get(reverse("approvals")).content.decode()
     assert page.index("the older one") < page.index("the newer one")
-    assert "Approvals (<span id=\"pending-count\">2</span>)" in page
+    assert 'Approvals (<span id="pending-count">2</span>)' in page
     assert "If approved, the agent calls <code>refund</code>" in page
 
 
@@ -92,12 +110,14 @@ def test_it_tells_the_second_reviewer_who_already_decided(alice, carol):
 
 def test_it_swaps_the_decided_card_in_place_for_htmx(alice):
     approval = _pending()
-    response = _decide(_client(alice), approval, "reject", comment="too much",
-                       headers={"HTTP_HX_REQUEST": "true"})
+    response = _decide(
+        _client(alice), approval, "reject", comment="too much", headers={"HTTP_HX_REQUEST": "true"}
+    )
     body = response.content.decode()
     assert response.status_code == 200
-    assert body.lstrip().startswith(f'<article class="approval approval-rejected" '
-                                    f'id="approval-{approval.pk}">')
+    assert body.lstrip().startswith(
+        f'<article class="approval approval-rejected" id="approval-{approval.pk}">'
+    )
     assert "Rejected by <strong>alice</strong>" in body
     assert '<span id="pending-count" hx-swap-oob="true">0</span>' in body
 
@@ -141,8 +161,9 @@ def test_it_forbids_users_without_a_role(dave):
 
 def test_it_sends_anonymous_visitors_to_log_in():
     approval = _pending()
-    response = Client().post(reverse("decide_approval", args=[approval.pk]),
-                             {"decision": "approve"})
+    response = Client().post(
+        reverse("decide_approval", args=[approval.pk]), {"decision": "approve"}
+    )
     assert response.status_code == 302
     assert response.url.startswith(reverse("login"))
     assert _state(approval) == Approval.State.PENDING
@@ -174,8 +195,13 @@ def test_it_shows_html_in_payloads_and_summaries_as_text(alice):
 
 def test_it_shows_approvals_and_the_audit_trail_on_the_run_page(alice, bob):
     approval = _pending()
-    _decide(_client(alice), approval, "edit", payload='{"order_id": "A-1002", "cents": 100}',
-            comment="partial refund")
+    _decide(
+        _client(alice),
+        approval,
+        "edit",
+        payload='{"order_id": "A-1002", "cents": 100}',
+        comment="partial refund",
+    )
     page = _client(bob).get(reverse("run", args=["r-1"])).content.decode()
     assert "Audit trail" in page
     assert "approval.edit" in page

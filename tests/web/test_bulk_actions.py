@@ -39,13 +39,17 @@ def test_it_cancels_the_selected_runs_and_audits_each(client, bob):
     assert response.redirect_chain[-1][0].startswith(reverse("runs"))
     assert "Cancel: 2 runs changed." in response.content.decode()
     assert (_status("a"), _status("b"), _status("untouched")) == (
-        "cancelled", "cancelled", "running")
+        "cancelled",
+        "cancelled",
+        "running",
+    )
     events = AuditEvent.objects.filter(action="run.cancel").values_list("target_id", "actor_name")
     assert sorted(events) == [("a", "bob"), ("b", "bob")]
 
 
-def test_it_resumes_every_run_matching_the_filter(client, bob, rung,
-                                                  django_capture_on_commit_callbacks):
+def test_it_resumes_every_run_matching_the_filter(
+    client, bob, rung, django_capture_on_commit_callbacks
+):
     make_run("f1", status="failed", agent="refund-bot")
     make_run("f2", status="failed", agent="refund-bot")
     make_run("other-agent", status="failed", agent="research-bot")
@@ -56,8 +60,7 @@ def test_it_resumes_every_run_matching_the_filter(client, bob, rung,
     assert "2 runs match the filter" in confirm
     with django_capture_on_commit_callbacks(execute=True):
         client.post(URL, query)
-    assert (_status("f1"), _status("f2"), _status("other-agent")) == (
-        "queued", "queued", "failed")
+    assert (_status("f1"), _status("f2"), _status("other-agent")) == ("queued", "queued", "failed")
     assert sorted(rung) == ["f1", "f2"]
 
 

@@ -14,8 +14,11 @@ from tests.web.dashboard import make_effect, make_run, make_step, rung_fixture  
 pytestmark = pytest.mark.django_db
 
 PAGES = [
-    ("runs", []), ("run", ["r-done"]), ("run-step", ["r-done", 0]),
-    ("effects", []), ("escalations", []),
+    ("runs", []),
+    ("run", ["r-done"]),
+    ("run-step", ["r-done", 0]),
+    ("effects", []),
+    ("escalations", []),
 ]
 OPERATOR_PAGES = [("run-replay", ["r-done"]), ("run-fork", ["r-done"])]
 ACTIONS = [
@@ -43,9 +46,16 @@ def _url(name: str, args: list, effect: Effect) -> str:
 
 def _unchanged() -> bool:
     statuses = dict(Run.objects.values_list("id", "status"))
-    return (statuses == {"r-done": "succeeded", "r-busy": "running", "r-failed": "failed",
-                         "r-stuck": "escalated"}
-            and Effect.objects.get(run_id="r-stuck").state == Effect.State.UNKNOWN)
+    return (
+        statuses
+        == {
+            "r-done": "succeeded",
+            "r-busy": "running",
+            "r-failed": "failed",
+            "r-stuck": "escalated",
+        }
+        and Effect.objects.get(run_id="r-stuck").state == Effect.State.UNKNOWN
+    )
 
 
 @pytest.mark.parametrize(("name", "args"), PAGES + OPERATOR_PAGES)
@@ -103,8 +113,9 @@ def test_operators_and_admins_open_operator_pages(client, request, world, actor,
 
 @pytest.mark.parametrize(("name", "args", "data"), ACTIONS)
 @pytest.mark.parametrize("actor", ["bob", "carol"])
-def test_operators_and_admins_act_and_are_redirected(client, request, world, actor, name, args,
-                                                     data):
+def test_operators_and_admins_act_and_are_redirected(
+    client, request, world, actor, name, args, data
+):
     client.force_login(request.getfixturevalue(actor))
     assert client.post(_url(name, args, world), data).status_code == 302
     assert not _unchanged()

@@ -25,12 +25,15 @@ def _keys(response) -> list[str]:
 def ledger_rows() -> dict[str, Effect]:
     run = make_run("ledger-run")
     return {
-        "refund": make_effect(run, 2, tool="refund", state="succeeded",
-                              result={"refund_id": "rf_1"}),
-        "email": make_effect(run, 3, tool="send_email", state="failed",
-                             error={"message": "mailbox full"}),
-        "unsafe": make_effect(run, 4, tool="refund_unsafe", tool_kind="unsafe_write",
-                              state="unknown"),
+        "refund": make_effect(
+            run, 2, tool="refund", state="succeeded", result={"refund_id": "rf_1"}
+        ),
+        "email": make_effect(
+            run, 3, tool="send_email", state="failed", error={"message": "mailbox full"}
+        ),
+        "unsafe": make_effect(
+            run, 4, tool="refund_unsafe", tool_kind="unsafe_write", state="unknown"
+        ),
     }
 
 
@@ -56,8 +59,9 @@ def test_it_shows_key_tool_kind_state_attempts_result_run_and_step(client, alice
     body = client.get(URL).content.decode()
     refund = ledger_rows["refund"]
     key = re.escape(refund.idempotency_key)
-    row = re.search(rf"<tr>\s*<td>[^<]*</td>\s*<td class=\"key\"><code>{key}.*?</tr>", body,
-                    re.S).group(0)
+    row = re.search(
+        rf"<tr>\s*<td>[^<]*</td>\s*<td class=\"key\"><code>{key}.*?</tr>", body, re.S
+    ).group(0)
     assert "<td>refund</td>" in row and "<td>idempotent_write</td>" in row
     assert "Succeeded" in row and "<td>1</td>" in row
     assert "&quot;refund_id&quot;: &quot;rf_1&quot;" in row

@@ -21,7 +21,11 @@ URL = reverse("escalations")
 def escalated() -> Effect:
     run = make_run("stuck", status=Run.Status.ESCALATED)
     return make_effect(
-        run, 2, tool="refund_unsafe", tool_kind="unsafe_write", state=Effect.State.UNKNOWN,
+        run,
+        2,
+        tool="refund_unsafe",
+        tool_kind="unsafe_write",
+        state=Effect.State.UNKNOWN,
         args={"order_id": "A-1001", "cents": 4200},
         error={"type": "AmbiguousOutcome", "message": "ReadTimeout: no answer from provider"},
     )
@@ -70,8 +74,14 @@ def test_it_shows_what_the_operator_needs_to_decide(client, bob, escalated):
 
 def test_it_shows_why_a_reconcile_hook_did_not_settle_it(client, bob):
     run = make_run("r", status=Run.Status.ESCALATED)
-    make_effect(run, 2, tool="refund_with_lookup", tool_kind="unsafe_write", state="unknown",
-                error={"message": "reconcile failed: provider answered 503"})
+    make_effect(
+        run,
+        2,
+        tool="refund_with_lookup",
+        tool_kind="unsafe_write",
+        state="unknown",
+        error={"message": "reconcile failed: provider answered 503"},
+    )
     client.force_login(bob)
     assert "reconcile failed: provider answered 503" in client.get(URL).content.decode()
 
@@ -89,16 +99,25 @@ def test_a_reviewer_cannot_resolve(client, alice, escalated):
     assert _effect(escalated).state == Effect.State.UNKNOWN
 
 
-def test_it_records_that_it_happened_with_the_given_result(client, bob, escalated, rung,
-                                                           django_capture_on_commit_callbacks):
+def test_it_records_that_it_happened_with_the_given_result(
+    client, bob, escalated, rung, django_capture_on_commit_callbacks
+):
     client.force_login(bob)
     with django_capture_on_commit_callbacks(execute=True):
-        response = _resolve(client, escalated, resolution="happened",
-                            result='{"refund_id": "rf_manual"}', note="seen in the dashboard")
+        response = _resolve(
+            client,
+            escalated,
+            resolution="happened",
+            result='{"refund_id": "rf_manual"}',
+            note="seen in the dashboard",
+        )
     assert response.status_code == 302 and response["Location"] == URL
     effect = _effect(escalated)
     assert (effect.state, effect.resolution, effect.result) == (
-        "resolved", "happened", {"refund_id": "rf_manual"})
+        "resolved",
+        "happened",
+        {"refund_id": "rf_manual"},
+    )
     assert effect.resolved_by == bob and effect.note == "seen in the dashboard"
     assert Run.objects.get(pk="stuck").status == Run.Status.QUEUED
     assert rung == ["stuck"]
@@ -146,8 +165,7 @@ def test_it_refuses_an_unknown_resolution(client, bob, escalated):
     assert "unknown resolution" in response.content.decode()
 
 
-def test_it_refuses_a_different_answer_after_someone_resolved_it(client, bob, carol,
-                                                                   escalated):
+def test_it_refuses_a_different_answer_after_someone_resolved_it(client, bob, carol, escalated):
     client.force_login(carol)
     _resolve(client, escalated, resolution="not_happened")
     client.force_login(bob)  # bob's page was loaded before carol answered
@@ -159,8 +177,13 @@ def test_it_refuses_a_different_answer_after_someone_resolved_it(client, bob, ca
 
 def test_it_escapes_arguments_and_errors(client, bob):
     run = make_run("r", status=Run.Status.ESCALATED)
-    make_effect(run, 2, state="unknown", args={"note": "<b>bold</b>"},
-                error={"message": "<script>x()</script>"})
+    make_effect(
+        run,
+        2,
+        state="unknown",
+        args={"note": "<b>bold</b>"},
+        error={"message": "<script>x()</script>"},
+    )
     client.force_login(bob)
     body = client.get(URL).content.decode()
     assert "<b>bold</b>" not in body and "<script>x()" not in body

@@ -90,15 +90,13 @@ def test_an_operator_forks_and_the_fork_completes_reusing_earlier_steps(client, 
 def test_a_reviewer_can_neither_replay_nor_fork(client, alice, finished, page):
     client.force_login(alice)
     assert client.get(reverse(page, args=[finished.id]), {"position": 1}).status_code == 403
-    assert client.post(reverse("run-fork", args=[finished.id]),
-                       {"position": 1}).status_code == 403
+    assert client.post(reverse("run-fork", args=[finished.id]), {"position": 1}).status_code == 403
     assert not Run.objects.filter(parent=finished).exists()
 
 
 def test_anonymous_users_are_sent_to_log_in(client, finished):
     assert client.get(reverse("run-replay", args=[finished.id])).status_code == 302
-    assert client.post(reverse("run-fork", args=[finished.id]),
-                       {"position": 1}).status_code == 302
+    assert client.post(reverse("run-fork", args=[finished.id]), {"position": 1}).status_code == 302
 
 
 def test_an_admin_may_replay(client, carol, finished):

@@ -29,15 +29,46 @@ def _live_region(body: str) -> str:
 
 @pytest.fixture
 def finished(bob) -> Run:
-    run = make_run("finished", status=Run.Status.SUCCEEDED, created_by=bob, steps_used=3,
-                   started_at=T0, finished_at=T0 + timedelta(seconds=90),
-                   max_duration_seconds=600, leases_taken=3)
-    make_step(run, 0, kind="llm", name="plan", duration_ms=400, lease_number=1,
-              executed_by="host:1:aaaa", input={"messages": []}, result={"content": "ok"})
-    make_step(run, 1, name="lookup_order", start_ms=400, duration_ms=50, lease_number=1,
-              result={"id": "A-1001"})
-    make_step(run, 2, name="refund", start_ms=450, duration_ms=100, lease_number=3,
-              executed_by="host:2:bbbb", error={"type": "PermanentError", "message": "declined"})
+    run = make_run(
+        "finished",
+        status=Run.Status.SUCCEEDED,
+        created_by=bob,
+        steps_used=3,
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=90),
+        max_duration_seconds=600,
+        leases_taken=3,
+    )
+    make_step(
+        run,
+        0,
+        kind="llm",
+        name="plan",
+        duration_ms=400,
+        lease_number=1,
+        executed_by="host:1:aaaa",
+        input={"messages": []},
+        result={"content": "ok"},
+    )
+    make_step(
+        run,
+        1,
+        name="lookup_order",
+        start_ms=400,
+        duration_ms=50,
+        lease_number=1,
+        result={"id": "A-1001"},
+    )
+    make_step(
+        run,
+        2,
+        name="refund",
+        start_ms=450,
+        duration_ms=100,
+        lease_number=3,
+        executed_by="host:2:bbbb",
+        error={"type": "PermanentError", "message": "declined"},
+    )
     make_effect(run, 2, tool="refund", state="failed")
     return run
 
@@ -70,11 +101,14 @@ def test_it_shows_budgets_as_progress(client, alice, finished):
 def test_it_shows_each_step_with_kind_attempts_duration_and_origin(client, alice, finished):
     client.force_login(alice)
     body = client.get(_url(finished)).content.decode()
-    assert re.search(r"#0 <span class=\"kind\">llm</span> <strong>plan</strong> · 1 attempt · "
-                     r"400\.0 ms ·\s+<span class=\"origin\">executed, replayed 2 times</span>",
-                     body)
-    assert re.search(r"<strong>refund</strong>.*?<span class=\"origin\">executed</span>", body,
-                     re.S)
+    assert re.search(
+        r"#0 <span class=\"kind\">llm</span> <strong>plan</strong> · 1 attempt · "
+        r"400\.0 ms ·\s+<span class=\"origin\">executed, replayed 2 times</span>",
+        body,
+    )
+    assert re.search(
+        r"<strong>refund</strong>.*?<span class=\"origin\">executed</span>", body, re.S
+    )
     assert 'class="step step-tool step-error" id="step-2"' in body
 
 
@@ -147,15 +181,35 @@ def test_it_draws_a_waterfall_of_step_timings(client, alice, finished):
 
 def test_it_lists_effects_and_the_audit_trail(client, alice, finished, bob):
     effect = finished.effects.get()
-    AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="effect.resolve",
-                              target_type="effect", target_id=str(effect.pk))
-    AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="run.resume",
-                              target_type="run", target_id=finished.id)
-    AuditEvent.objects.create(actor_id=bob.pk, actor_name="bob", action="run.cancel",
-                              target_type="run", target_id="another-run")
+    AuditEvent.objects.create(
+        actor_id=bob.pk,
+        actor_name="bob",
+        action="effect.resolve",
+        target_type="effect",
+        target_id=str(effect.pk),
+    )
+    AuditEvent.objects.create(
+        actor_id=bob.pk,
+        actor_name="bob",
+        action="run.resume",
+        target_type="run",
+        target_id=finished.id,
+    )
+    AuditEvent.objects.create(
+        actor_id=bob.pk,
+        actor_name="bob",
+        action="run.cancel",
+        target_type="run",
+        target_id="another-run",
+    )
     approval = Approval.objects.create(run=finished, position=1, name="approve-refund")
-    AuditEvent.objects.create(actor_id=alice.pk, actor_name="alice", action="approval.approve",
-                              target_type="approval", target_id=str(approval.pk))
+    AuditEvent.objects.create(
+        actor_id=alice.pk,
+        actor_name="alice",
+        action="approval.approve",
+        target_type="approval",
+        target_id=str(approval.pk),
+    )
     client.force_login(alice)
     body = client.get(_url(finished)).content.decode()
     assert effect.idempotency_key in body
@@ -270,8 +324,15 @@ def test_it_counts_replays_of_steps_executed_by_the_real_engine(client, alice, r
 
 @pytest.mark.parametrize("steps", [5, 50])
 def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_queries, steps):
-    run = make_run("big", status=Run.Status.SUCCEEDED, created_by=bob, steps_used=steps,
-                   max_steps=100, started_at=T0, finished_at=T0 + timedelta(seconds=5))
+    run = make_run(
+        "big",
+        status=Run.Status.SUCCEEDED,
+        created_by=bob,
+        steps_used=steps,
+        max_steps=100,
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=5),
+    )
     for position in range(steps):
         make_step(run, position, start_ms=position * 10)
         make_effect(run, position)

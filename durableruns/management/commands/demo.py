@@ -36,8 +36,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--setup-only", action="store_true",
-                            help="migrate and create the demo data, start nothing")
+        parser.add_argument(
+            "--setup-only",
+            action="store_true",
+            help="migrate and create the demo data, start nothing",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         port = int(options["port"])
@@ -49,7 +52,9 @@ class Command(BaseCommand):
             return
         children = self._start(port)
         self._create_runs()
-        self.stdout.write(self.style.SUCCESS(f"\ndurableruns is running at http://127.0.0.1:{port}/"))
+        self.stdout.write(
+            self.style.SUCCESS(f"\ndurableruns is running at http://127.0.0.1:{port}/")
+        )
         for role, password in DEMO_USERS.items():
             self.stdout.write(f"  log in as {role:<9} password {password}")
         self.stdout.write("Press Ctrl-C to stop.\n")
@@ -77,11 +82,22 @@ class Command(BaseCommand):
         manage = [sys.executable, str(Path(settings.BASE_DIR, "manage.py"))]
         celery = [sys.executable, "-m", "celery", "-A", "durableruns"]
         return [
-            subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload",
-                              "--insecure"], env=env),
-            subprocess.Popen([*celery, "worker", "--beat", "--pool=prefork", "--concurrency=2",
-                              "--loglevel=INFO", "-s", str(Path(settings.VAR_DIR, "beat"))],
-                             env=env),
+            subprocess.Popen(
+                [*manage, "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"], env=env
+            ),
+            subprocess.Popen(
+                [
+                    *celery,
+                    "worker",
+                    "--beat",
+                    "--pool=prefork",
+                    "--concurrency=2",
+                    "--loglevel=INFO",
+                    "-s",
+                    str(Path(settings.VAR_DIR, "beat")),
+                ],
+                env=env,
+            ),
         ]
 
 

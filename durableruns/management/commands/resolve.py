@@ -30,10 +30,18 @@ class Command(BaseCommand):
         if effect is None:
             raise CommandError(f"no effect {options['effect_id']}")
         try:
-            result = (None if options["result"] is None
-                      else escalations.parse_result(str(options["result"])))
-            effect = escalations.resolve(effect, str(options["resolution"]), user=user,
-                                         result=result, note=str(options["note"]))
+            result = (
+                None
+                if options["result"] is None
+                else escalations.parse_result(str(options["result"]))
+            )
+            effect = escalations.resolve(
+                effect,
+                str(options["resolution"]),
+                user=user,
+                result=result,
+                note=str(options["note"]),
+            )
         except PermissionDenied as exc:
             who = user.get_username()
             raise CommandError(f"{who} may not resolve escalations ({exc})") from None

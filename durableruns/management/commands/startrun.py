@@ -18,8 +18,12 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         try:
             run_input = check_input_text(str(options["input"]))
-            run, created = start_run(str(options["agent"]), run_input,
-                                     run_id=options["run_id"], version=options["agent_version"])
+            run, created = start_run(
+                str(options["agent"]),
+                run_input,
+                run_id=options["run_id"],
+                version=options["agent_version"],
+            )
         except DurableRunsError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(run.id)
