@@ -2,7 +2,7 @@
 
 Two solo-pool workers serve runs of the `bench-approval` agent (a step, an
 approval gate, a step). For each run the benchmark waits until the approval is
-pending, calls `durableruns.approvals.decide()` (the function the inbox view
+pending, calls `durableruns.services.approvals.decide()` (the function the inbox view
 calls) and measures from that call to the `started_at` of the step after the
 gate: the decision's transaction, the doorbell, a worker taking the lease,
 replaying the two recorded steps and starting the next.
@@ -22,14 +22,15 @@ from .throughput import create_runs, ring_all
 
 
 def measure(quick: bool) -> dict[str, Any]:
-    if importlib.util.find_spec("durableruns.approvals") is None:
-        return {"not_measured": "durableruns.approvals is not in this branch"}
+    if importlib.util.find_spec("durableruns.services.approvals") is None:
+        return {"not_measured": "durableruns.services.approvals is not in this branch"}
     url = setup_django()
     samples = 8 if quick else 40
     from django.contrib.auth import get_user_model
 
-    from durableruns import approvals, roles
+    from durableruns import roles
     from durableruns.models import Approval, Step
+    from durableruns.services import approvals
 
     reviewer, _ = get_user_model().objects.get_or_create(username="bench-reviewer")
     roles.grant(reviewer, roles.REVIEWER)

@@ -389,7 +389,7 @@ def _recovery_md(r: dict[str, Any]) -> list[str]:
 def _approval_md(r: dict[str, Any]) -> list[str]:
     s = r["decision_to_next_step_s"]
     return [
-        f"{s['n']} decisions through `durableruns.approvals.decide()`, two idle workers; "
+        f"{s['n']} decisions through `durableruns.services.approvals.decide()`, two idle workers; "
         "time from the call to the `started_at` of the step after the gate.",
         "",
         "| median ms | p95 ms | min ms |",

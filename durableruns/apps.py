@@ -12,6 +12,7 @@ class DurableRunsConfig(AppConfig):
     def ready(self) -> None:
         from . import roles
         from .engine import registry
+        from .services import approvals  # noqa: F401 - connects the reviewer mail receiver
 
         post_migrate.connect(roles.ensure_groups, sender=self)
         self._watch_redaction_rules()

@@ -46,8 +46,9 @@ from django.db import close_old_connections, connection
 from django.utils.module_loading import import_string
 
 from .engine import crashpoints, registry
-from .engine.runs import start_run, sweep
+from .engine.runs import start_run
 from .models import Effect, Run, Step
+from .services.sweeper import sweep
 
 DONE = frozenset({*Run.TERMINAL, Run.Status.ESCALATED})
 POLL_SECONDS = 0.02

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Cast
 from django.urls import reverse
 
 CHECKPOINT_SCHEMA_VERSION = 1
@@ -210,6 +211,21 @@ class IdempotencyRecord(models.Model):
         return f"{self.scope}:{self.key} ({self.state})"
 
 
+class AuditEventQuerySet(models.QuerySet):
+    def for_run(self, run: Run) -> AuditEventQuerySet:
+        """The run's audit trail: actions on the run, its approvals (decisions, expiries)
+        and its effects (escalation resolutions), oldest first, in one query. The run
+        page, `exportrun` and the API all read it from here."""
+        as_text = {"key": Cast("pk", models.CharField())}
+        approvals = Approval.objects.filter(run_id=run.pk).values(**as_text)
+        effects = Effect.objects.filter(run_id=run.pk).values(**as_text)
+        return self.filter(
+            Q(target_type="run", target_id=str(run.pk))
+            | Q(target_type="approval", target_id__in=approvals)
+            | Q(target_type="effect", target_id__in=effects)
+        ).order_by("created_at", "pk")
+
+
 class AuditEvent(models.Model):
     """An append-only record of a human action. On Postgres a trigger refuses UPDATE and DELETE.
 
@@ -225,6 +241,8 @@ class AuditEvent(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AuditEventQuerySet.as_manager()
 
     class Meta:
         indexes = [

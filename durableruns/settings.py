@@ -196,6 +196,8 @@ DURABLERUNS_CRASHTEST_COUNTER = os.environ.get(
     "DURABLERUNS_CRASHTEST_COUNTER", "durableruns.crashtest.demo_executions"
 )
 # An OpenAI-compatible model endpoint; without it the scripted demo model answers.
+# The engine's doorbell port (engine/doorbell.py): what tells a worker "look at run X".
+DURABLERUNS_DOORBELL = os.environ.get("DURABLERUNS_DOORBELL", "durableruns.tasks.CeleryDoorbell")
 DURABLERUNS_MODEL_URL = os.environ.get("DURABLERUNS_MODEL_URL", "")
 DURABLERUNS_MODEL_API_KEY = os.environ.get("DURABLERUNS_MODEL_API_KEY", "")
 DURABLERUNS_MODEL_NAME = os.environ.get("DURABLERUNS_MODEL_NAME", "gpt-4o-mini")

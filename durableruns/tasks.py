@@ -1,10 +1,19 @@
-"""Thin Celery tasks taking ids; the logic lives in durableruns.engine."""
+"""Thin Celery tasks taking ids, and the Celery implementation of the engine's doorbell
+port; the logic lives in durableruns.engine and durableruns.services."""
 
 from __future__ import annotations
 
 from . import idempotency
 from .celery import app
-from .engine import executor, runs
+from .engine import executor
+from .services import retention, sweeper
+
+
+class CeleryDoorbell:
+    """`engine.doorbell.Doorbell` over Celery: a message that only says "look at run X"."""
+
+    def ring(self, run_id: str, countdown: float | None) -> None:
+        advance_run.apply_async((run_id,), countdown=countdown)
 
 
 @app.task(name="durableruns.advance_run", ignore_result=True)
@@ -14,7 +23,7 @@ def advance_run(run_id: str) -> str:
 
 @app.task(name="durableruns.sweep", ignore_result=True)
 def sweep() -> int:
-    return runs.sweep()
+    return sweeper.sweep()
 
 
 @app.task(name="durableruns.prune_idempotency_records", ignore_result=True)
@@ -24,6 +33,4 @@ def prune_idempotency_records() -> int:
 
 @app.task(name="durableruns.apply_retention", ignore_result=True)
 def apply_retention() -> int:
-    from . import retention
-
     return sum(sweep.runs_affected for sweep in retention.apply_all(triggered_by="beat"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from durableruns import audit
 from durableruns.models import AuditEvent, Run
+from durableruns.services import audit
 
 pytestmark = [
     pytest.mark.django_db,

@@ -6,9 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from ..approvals import DECISIONS
 from ..engine.runs import RUN_ID_PATTERN
-from ..models import Approval, Effect, Run, Step
+from ..models import Approval, AuditEvent, Effect, Run, Step
+from ..services.approvals import DECISIONS
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -101,6 +101,16 @@ class EffectSerializer(serializers.ModelSerializer):
             "resolved_at",
             "note",
         )
+        read_only_fields = fields
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name", read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = ("id", "actor", "action", "target_type", "target_id", "before", "after")
+        fields += ("created_at",)
         read_only_fields = fields
 
 

@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/<str:run_id>/steps/", views.run_steps, name="api-run-steps"),
     path("runs/<str:run_id>/effects/", views.run_effects, name="api-run-effects"),
     path("runs/<str:run_id>/approvals/", views.run_approvals, name="api-run-approvals"),
+    path("runs/<str:run_id>/audit/", views.run_audit, name="api-run-audit"),
     path("runs/<str:run_id>/cancel/", views.run_cancel, name="api-run-cancel"),
     path("runs/<str:run_id>/resume/", views.run_resume, name="api-run-resume"),
     path("runs/<str:run_id>/fork/", views.run_fork, name="api-run-fork"),

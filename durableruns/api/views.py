@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
-from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -22,11 +21,13 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import approvals, audit, roles
-from ..engine import escalations, operations, replay
+from .. import roles
+from ..engine import replay
 from ..engine.errors import DurableRunsError
-from ..engine.runs import RunConflict, start_run
-from ..models import Approval, Effect, Run
+from ..engine.runs import RunConflict
+from ..models import Approval, AuditEvent, Effect, Run
+from ..services import approvals, escalations
+from ..services import runs as runs_service
 from . import serializers as s
 
 DENIED = {
@@ -139,21 +140,13 @@ def _start(request: Request) -> Response:
     form.is_valid(raise_exception=True)
     data = form.validated_data
     try:
-        with transaction.atomic():
-            run, created = start_run(
-                data["agent"],
-                data["input"],
-                run_id=data.get("run_id"),
-                user=request.user,
-                version=data.get("agent_version"),
-            )
-            if created:
-                audit.record(
-                    request.user,
-                    "run.start",
-                    run,
-                    after={"agent": run.agent, "version": run.agent_version},
-                )
+        run, created = runs_service.start(
+            data["agent"],
+            data["input"],
+            run_id=data.get("run_id"),
+            user=request.user,
+            version=data.get("agent_version"),
+        )
     except RunConflict as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
     except DurableRunsError as exc:
@@ -213,6 +206,20 @@ def run_approvals(request: Request, run_id: str) -> Response:
     return _page(request, run.approvals.all(), ApprovalCursor, s.ApprovalSerializer)
 
 
+@login_not_required
+@extend_schema(
+    operation_id="runs_audit_list",
+    responses={200: s.AuditEventSerializer(many=True), **DENIED, **MISSING},
+    description="Actions on the run, its approvals and its effects, oldest first.",
+)
+@api_view(["GET"])
+def run_audit(request: Request, run_id: str) -> Response:
+    _require(request, roles.VIEW_RUNS)
+    run = get_object_or_404(Run, pk=run_id)
+    events = AuditEvent.objects.for_run(run)
+    return Response(s.AuditEventSerializer(events, many=True).data)
+
+
 # --- Operator actions ------------------------------------------------------------------
 
 
@@ -240,7 +247,7 @@ def _action_result(run: Run, done: bool, reached: tuple[str, ...], what: str) ->
 @api_view(["POST"])
 def run_cancel(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
-    done = operations.cancel(run, user=request.user)
+    done = runs_service.cancel(run, user=request.user)
     return _action_result(run, done, (Run.Status.CANCELLED,), "cancelled")
 
 
@@ -254,7 +261,7 @@ def run_cancel(request: Request, run_id: str) -> Response:
 @api_view(["POST"])
 def run_resume(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
-    done = operations.resume(run, user=request.user)
+    done = runs_service.resume(run, user=request.user)
     return _action_result(run, done, (Run.Status.QUEUED, Run.Status.RUNNING), "resumed")
 
 
@@ -270,7 +277,7 @@ def run_fork(request: Request, run_id: str) -> Response:
     form = s.ForkSerializer(data=request.data)
     form.is_valid(raise_exception=True)
     try:
-        child = replay.fork(
+        child = runs_service.fork(
             run,
             form.validated_data["position"],
             user=request.user,
@@ -305,7 +312,7 @@ def run_fork_preview(request: Request, run_id: str) -> Response:
 @api_view(["GET"])
 def run_replay(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
-    return Response(s.ReplayReportSerializer(replay.dry_replay(run)).data)
+    return Response(s.ReplayReportSerializer(runs_service.dry_replay(run)).data)
 
 
 # --- Effects -----------------------------------------------------------------------------

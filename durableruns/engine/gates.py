@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from ..models import Approval
 from ..models import Run as RunRecord
-from . import doorbell, store
+from . import doorbell, signals, store
 from .errors import LeaseLost, UsageError
 from .keys import canonical_json
 
@@ -171,13 +171,18 @@ def _stored(value: Any) -> Any:
 
 
 def _notify(approval_pk: int) -> None:
-    # Mail trouble must never stop a run: the inbox shows the approval anyway.
-    from ..approvals import notify_reviewers
-
+    # Trouble in a receiver (mail) must never stop a run: the inbox shows the approval anyway.
     try:
-        notify_reviewers(Approval.objects.get(pk=approval_pk))
+        approval = Approval.objects.select_related("run").get(pk=approval_pk)
+        replies = signals.approval_opened.send_robust(sender=Approval, approval=approval)
     except Exception:
-        log.warning("approval %s: reviewers not notified", approval_pk, exc_info=True)
+        log.warning("approval %s: receivers not told", approval_pk, exc_info=True)
+        return
+    for receiver, reply in replies:
+        if isinstance(reply, Exception):
+            log.warning(
+                "approval %s: %s failed", approval_pk, receiver.__qualname__, exc_info=reply
+            )
 
 
 def release_awaiting(lease: store.Lease, position: int | None, **fields: Any) -> str | None:

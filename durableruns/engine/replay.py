@@ -22,8 +22,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models.functions import Now
 
-from .. import audit
-from ..exports import ExportError, history_from_export
 from ..models import Effect, Step
 from ..models import Run as RunRecord
 from . import doorbell, registry, store
@@ -208,10 +206,12 @@ def _recorded(step: Step) -> str:
     return StepRequest(step.kind, step.name, step.tool, step.fingerprint).describe()
 
 
-def dry_replay(run_or_export: RunRecord | Mapping[str, Any]) -> ReplayReport:
+def dry_replay(record: RunRecord, history: Mapping[int, Step] | None = None) -> ReplayReport:
     """Re-execute agent code against recorded history, with every tool and model call
-    forbidden. Accepts a stored Run or an exported document (durableruns.exports)."""
-    record, history = _load(run_or_export)
+    forbidden. `history` defaults to the run's stored steps; an exported document
+    gives its own (durableruns.services.exports.history_from_export)."""
+    if history is None:
+        history = store.load_history(record.id)
     report = ReplayReport(
         run_id=record.id,
         agent=record.agent,
@@ -246,14 +246,6 @@ def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: Re
         report.ending, report.result = "returned", store.normalise(value)
 
 
-def _load(run_or_export: RunRecord | Mapping[str, Any]) -> tuple[RunRecord, dict[int, Step]]:
-    if isinstance(run_or_export, RunRecord):
-        return run_or_export, store.load_history(run_or_export.id)
-    if isinstance(run_or_export, Mapping):
-        return history_from_export(run_or_export)
-    raise UsageError(f"dry_replay takes a Run or an exported document, not {run_or_export!r}")
-
-
 # --- Fork ------------------------------------------------------------------------
 
 
@@ -267,11 +259,14 @@ def fork_preview(run: RunRecord, position: int) -> list[Effect]:
     return list(run.effects.filter(position__gte=position).order_by("position", "id"))
 
 
-def fork(run: RunRecord, position: int, *, user: Any, sandbox: bool = False) -> RunRecord:
+def fork(
+    run: RunRecord, position: int, *, created_by: Any = None, sandbox: bool = False
+) -> RunRecord:
     """A new run that reuses `run`'s recorded steps before `position` and executes from there.
 
     In sandbox mode the fork does not call write tools; it records what they would
-    have been called with (see _EffectCall in engine.context)."""
+    have been called with (see _EffectCall in engine.context). Call it inside the
+    caller's transaction when the fork must commit with something else (an audit row)."""
     _check_fork(run, position)
     copied = list(run.steps.filter(position__lt=position).order_by("position"))
     with transaction.atomic():
@@ -285,22 +280,10 @@ def fork(run: RunRecord, position: int, *, user: Any, sandbox: bool = False) -> 
             parent=run,
             fork_position=position,
             sandbox=sandbox,
-            created_by=user if getattr(user, "is_authenticated", False) else None,
+            created_by=created_by,
             rang_at=Now(),
         )
         Step.objects.bulk_create([_copy_step(step, child) for step in copied])
-        audit.record(
-            user,
-            "run.fork",
-            run,
-            before={"run": run.id, "status": run.status},
-            after={
-                "fork": child.id,
-                "position": position,
-                "sandbox": sandbox,
-                "steps_reused": len(copied),
-            },
-        )
         doorbell.ring(child.id)
     return child
 
@@ -347,7 +330,6 @@ __all__ = [
     "REPLAYED",
     "WOULD_EXECUTE",
     "DryRun",
-    "ExportError",
     "ForkError",
     "ReplayEntry",
     "ReplayReport",

@@ -98,11 +98,8 @@ def due_for_doorbell() -> Q:
     return expired | woken | queued
 
 
-def sweep(batch: int = 500) -> int:
-    """Expire overdue approvals, then ring every run that needs it; returns how many."""
-    from ..approvals import expire_due  # decisions wake their runs themselves
-
-    expired = expire_due()
+def ring_due(batch: int = 500) -> int:
+    """Ring every run whose next move is overdue; returns how many."""
     with transaction.atomic():
         due = Run.objects.filter(due_for_doorbell()).order_by().values_list("id", flat=True)
         if connection.features.has_select_for_update_skip_locked:
@@ -111,7 +108,7 @@ def sweep(batch: int = 500) -> int:
         Run.objects.filter(pk__in=ids).update(rang_at=Now())
         for run_id in ids:
             doorbell.ring(run_id)
-    return expired + len(ids)
+    return len(ids)
 
 
 def check_input_text(text: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Template helpers for approvals: the nav count, a run's approvals and audit trail,
+"""Template helpers for approvals: the nav count, a run's approvals,
 and JSON shown readably (always as text: autoescaping applies to the result)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 from django import template
 
-from .. import approvals
-from ..models import AuditEvent, Run
+from ..models import Run
+from ..services import approvals
 
 register = template.Library()
 
@@ -22,12 +22,6 @@ def pending_approvals_count() -> int:
 @register.simple_tag
 def run_approvals(run: Run) -> list[Any]:
     return list(run.approvals.select_related("run").order_by("position"))
-
-
-@register.simple_tag
-def audit_trail(run: Run) -> list[AuditEvent]:
-    """Human (and system) actions on this run and its approvals, oldest first."""
-    return list(approvals.audit_trail(run))
 
 
 @register.filter

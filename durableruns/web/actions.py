@@ -16,10 +16,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import roles
-from ..engine import operations
-from ..engine.replay import ForkError, dry_replay, fork_preview
-from ..engine.replay import fork as fork_run
+from ..engine.replay import ForkError, fork_preview
 from ..models import Run
+from ..services import runs as operations
 from .filters import RunFilters
 from .views import run_context
 
@@ -128,7 +127,7 @@ def replay(request: HttpRequest, run_id: str) -> HttpResponse:
     """Dry replay: agent code against the recorded history, every tool and model call
     forbidden. Reads only, so a GET; operators only, since it runs agent code."""
     record = get_object_or_404(Run, pk=run_id)
-    report = dry_replay(record)
+    report = operations.dry_replay(record)
     return render(request, "durableruns/run_replay.html", {"run": record, "report": report})
 
 
@@ -141,7 +140,7 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
     position = _position(query.get("position", ""))
     try:
         if request.method == "POST":
-            child = fork_run(
+            child = operations.fork(
                 record, position, user=request.user, sandbox=query.get("sandbox") == "on"
             )
             messages.success(request, f"Forked run {record.id} from step {position}.")

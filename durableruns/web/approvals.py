@@ -17,8 +17,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import roles
-from ..approvals import AlreadyDecided, DecisionRefused, FourEyesRefused, decide, pending
 from ..models import Approval
+from ..services.approvals import AlreadyDecided, DecisionRefused, FourEyesRefused, decide, pending
 
 TEMPLATE = "durableruns/inbox.html"
 INBOX_SIZE = 100

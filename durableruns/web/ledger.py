@@ -13,10 +13,10 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import roles
-from ..engine import escalations as engine_escalations
 from ..engine import registry
 from ..engine.errors import DurableRunsError
 from ..models import Effect
+from ..services import escalations as escalation_service
 from . import keyset
 
 PAGE_SIZE = 50
@@ -106,7 +106,7 @@ def resolve(request: HttpRequest, effect_id: int) -> HttpResponse:
     result_text = request.POST.get("result", "")
     try:
         result = _parse_result(resolution, result_text)
-        engine_escalations.resolve(effect, resolution, user=request.user, result=result, note=note)
+        escalation_service.resolve(effect, resolution, user=request.user, result=result, note=note)
     except (ValueError, DurableRunsError) as exc:
         rejected = {"effect": effect.pk, "error": str(exc), "result": result_text, "note": note}
         context = _queue_context(request, rejected)

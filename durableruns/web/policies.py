@@ -16,11 +16,11 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from .. import audit, retention
 from ..engine import registry
 from ..engine.redaction import VALUE_PATTERNS
 from ..models import RedactionRule, RetentionPolicy, RetentionSweep, Run
 from ..roles import MANAGE_POLICIES, OPERATE_RUNS, permission_required
+from ..services import audit, retention
 
 SWEEPS_SHOWN = 20
 TERMINAL_CHOICES = [(s, s) for s in retention.TERMINAL_STATUSES]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, CharField, Count, ExpressionWrapper, Q, QuerySet
-from django.db.models.functions import Cast
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -14,8 +13,8 @@ from django.views.decorators.http import require_GET
 
 from .. import roles
 from ..engine import registry
-from ..engine.operations import RESUMABLE
-from ..models import Approval, AuditEvent, Effect, Run, Step
+from ..models import AuditEvent, Run, Step
+from ..services.runs import RESUMABLE
 from . import keyset
 from .filters import RunFilters
 from .waterfall import waterfall
@@ -160,7 +159,7 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
         "effects": effects,
         "budget": _budget(record, len(steps)),
         "waterfall": waterfall(steps),
-        "audit": _audit_trail(record, effects),
+        "audit": list(AuditEvent.objects.for_run(record)),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
         "can_resume": can_operate and record.status in RESUMABLE,
@@ -182,15 +181,3 @@ def _budget(record: Run, steps: int) -> dict[str, Any]:
         "max_seconds": record.max_duration_seconds,
         "seconds_pct": min(100, round(100 * elapsed / limit)),
     }
-
-
-def _audit_trail(record: Run, effects: list[Effect]) -> list[AuditEvent]:
-    """Actions on the run, its effects (escalation resolutions) and its approvals
-    (decisions, expiries), oldest first, in one query."""
-    approval_ids = Approval.objects.filter(run=record).values(key=Cast("pk", CharField()))
-    targets = Q(target_type="run", target_id=record.id) | Q(
-        target_type="approval", target_id__in=approval_ids
-    )
-    if effects:
-        targets |= Q(target_type="effect", target_id__in=[str(e.pk) for e in effects])
-    return list(AuditEvent.objects.filter(targets).order_by("created_at", "id"))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from durableruns import retention
 from durableruns.engine.redaction import redact
 from durableruns.models import AuditEvent, RedactionRule, RetentionPolicy, RetentionSweep, Run
+from durableruns.services import retention
 from tests.admin.factories import make_run, mixed_runs
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from durableruns import retention
 from durableruns.models import AuditEvent, Effect, RetentionPolicy, RetentionSweep, Run, Step
+from durableruns.services import retention
 from tests.admin.factories import mixed_runs
 
 pytestmark = pytest.mark.django_db

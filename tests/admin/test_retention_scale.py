@@ -14,9 +14,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from durableruns import retention
 from durableruns.engine import store
 from durableruns.models import RetentionPolicy, Run, Step
+from durableruns.services import retention
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

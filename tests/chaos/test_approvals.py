@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from durableruns import approvals
 from durableruns.demo.models import ModelCall, ProviderCall
 from durableruns.engine.runs import start_run
 from durableruns.models import Approval, Run
+from durableruns.services import approvals
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]

@@ -13,11 +13,12 @@ import pytest
 from django.db import connection
 
 import durableruns as dr
-from durableruns import approvals
 from durableruns.engine import executor, gates, store
 from durableruns.engine.errors import Suspend
-from durableruns.engine.runs import start_run, sweep
+from durableruns.engine.runs import start_run
 from durableruns.models import Approval, AuditEvent, Run, Step
+from durableruns.services import approvals
+from durableruns.services.sweeper import sweep
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("rung")]
@@ -233,7 +234,7 @@ def test_it_does_not_count_waiting_for_a_person_against_the_time_budget(alice):
 
 
 def test_it_exports_approvals_and_their_audit_events(alice):
-    from durableruns.exports import export_run
+    from durableruns.services.exports import export_run
 
     run = _suspended()
     approvals.decide(_approval(run), "reject", user=alice, comment="no")

@@ -13,9 +13,10 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from durableruns.engine import escalations
 from durableruns.engine.errors import SerializationError
 from durableruns.models import AuditEvent, Effect, Run
+from durableruns.services import escalations
+from durableruns.services.exports import export_run
 
 pytestmark = pytest.mark.django_db
 
@@ -189,3 +190,23 @@ def test_the_command_refuses_a_user_without_the_operator_role(effect, alice):
     with pytest.raises(CommandError, match="alice may not resolve escalations"):
         call_command("resolve", str(effect.pk), "not_happened", "--user", "alice")
     _unchanged(effect)
+
+
+def test_the_export_carries_the_resolution_its_effect_id_and_resolver(effect, bob, client):
+    escalations.resolve(effect, "not_happened", user=bob, note="no charge at the bank")
+    doc = export_run(Run.objects.get(pk=effect.run_id))
+    (exported,) = doc["effects"]
+    assert (exported["id"], exported["resolved_by"]) == (effect.pk, "bob")
+    actions = [(e["action"], e["target_type"]) for e in doc["audit"]]
+    assert ("effect.resolve", "effect") in actions
+
+
+def test_the_api_and_the_run_page_show_the_same_audit_trail(effect, bob, client):
+    escalations.resolve(effect, "aborted", user=bob)
+    client.force_login(bob)
+    api = client.get(f"/api/runs/{effect.run_id}/audit/").json()
+    expected = list(AuditEvent.objects.for_run(Run.objects.get(pk=effect.run_id)))
+    assert [e["id"] for e in api] == [e.pk for e in expected]
+    assert {e["action"] for e in api} == {"effect.resolve", "run.cancel"}
+    page = client.get(f"/runs/{effect.run_id}/").content.decode()
+    assert "effect.resolve" in page and "run.cancel" in page

@@ -8,9 +8,10 @@ from collections import Counter
 import pytest
 
 from durableruns.demo.models import ModelCall, ProviderCall
-from durableruns.engine.replay import fork, fork_preview
+from durableruns.engine.replay import fork_preview
 from durableruns.engine.runs import start_run
 from durableruns.models import AuditEvent, Effect, Run
+from durableruns.services.runs import fork
 from tests.conftest import wait_for
 from tests.engine.recorded import REFUND
 

@@ -10,8 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from durableruns.demo.models import ModelCall, ProviderCall
-from durableruns.engine.replay import DIVERGED, REPLAYED, WOULD_EXECUTE, dry_replay
-from durableruns.exports import ExportError, export_run
+from durableruns.engine.replay import DIVERGED, REPLAYED, WOULD_EXECUTE
+from durableruns.services.exports import ExportError, export_run
+from durableruns.services.runs import dry_replay
 from tests.engine.recorded import (
     asks_for_another_order,
     deploy,

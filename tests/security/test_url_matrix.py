@@ -95,6 +95,7 @@ EXPECTED: dict[str, Expect] = {
     "api-run-steps": Expect("GET", API_VIEW, RUN),
     "api-run-effects": Expect("GET", API_VIEW, RUN),
     "api-run-approvals": Expect("GET", API_VIEW, RUN),
+    "api-run-audit": Expect("GET", API_VIEW, RUN),
     "api-effects": Expect("GET", API_VIEW),
     "api-effect": Expect("GET", API_VIEW, {"effect_id": "effect"}),
     "api-approvals": Expect("GET", API_VIEW),

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from durableruns import retention
 from durableruns.models import RetentionPolicy
+from durableruns.services import retention
 
 
 class Command(BaseCommand):

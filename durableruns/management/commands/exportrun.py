@@ -4,8 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durableruns.exports import export_run
 from durableruns.models import Run
+from durableruns.services.exports import export_run
 
 
 class Command(BaseCommand):

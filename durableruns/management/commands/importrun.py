@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durableruns.exports import ExportError, import_run
+from durableruns.services.exports import ExportError, import_run
 
 
 class Command(BaseCommand):

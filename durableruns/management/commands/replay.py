@@ -5,9 +5,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durableruns.engine.replay import dry_replay
-from durableruns.exports import ExportError
 from durableruns.models import Run
+from durableruns.services.exports import ExportError
+from durableruns.services.runs import dry_replay
 
 
 class Command(BaseCommand):

@@ -6,9 +6,9 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durableruns.engine import escalations
 from durableruns.engine.errors import DurableRunsError
 from durableruns.models import Effect
+from durableruns.services import escalations
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from durableruns.engine.runs import sweep
+from durableruns.services.sweeper import sweep
 
 
 class Command(BaseCommand):

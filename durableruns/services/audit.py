@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine.store import redacted
-from .models import AuditEvent
+from ..engine.store import redacted
+from ..models import AuditEvent
 
 
 def record(

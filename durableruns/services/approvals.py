@@ -19,12 +19,14 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.dispatch import receiver
 from django.urls import reverse
 
-from . import audit, roles
-from .engine import gates, store
-from .engine.errors import SerializationError
-from .models import Approval, AuditEvent, Run
+from .. import roles
+from ..engine import gates, signals, store
+from ..engine.errors import SerializationError
+from ..models import Approval, Run
+from . import audit
 
 log = logging.getLogger(__name__)
 State = Approval.State
@@ -168,15 +170,6 @@ def pending() -> Any:
     )
 
 
-def audit_trail(run: Run) -> Any:
-    """Audit events about a run and its approvals, oldest first."""
-    approval_ids = [str(pk) for pk in run.approvals.values_list("pk", flat=True)]
-    return AuditEvent.objects.filter(
-        Q(target_type="run", target_id=str(run.pk))
-        | Q(target_type="approval", target_id__in=approval_ids)
-    ).order_by("created_at", "pk")
-
-
 def reviewers() -> Any:
     """Active users who may decide approvals and have an email address."""
     app_label, codename = roles.DECIDE_APPROVALS.split(".", 1)
@@ -216,3 +209,8 @@ def notify_reviewers(approval: Approval) -> int:
         )
     subject = f"Approval needed: {approval.name} ({run.agent})"
     return send_mail(subject, "\n".join(lines), None, recipients)
+
+
+@receiver(signals.approval_opened, dispatch_uid="durableruns.notify_reviewers")
+def _mail_reviewers(sender: Any, approval: Approval, **kwargs: Any) -> None:
+    notify_reviewers(approval)

@@ -24,10 +24,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models.functions import Now
 
-from .. import audit, roles
+from .. import roles
+from ..engine import doorbell, store
+from ..engine.errors import DurableRunsError, SerializationError
 from ..models import Effect, Run
-from . import doorbell, operations, store
-from .errors import DurableRunsError, SerializationError
+from . import audit, runs
 
 Resolution = Effect.Resolution
 
@@ -136,7 +137,7 @@ def _record(effect: Effect, resolution: str, result: Any, user: Any, note: str) 
 def _continue_run(effect: Effect, resolution: str, user: Any) -> None:
     run = Run.objects.get(pk=effect.run_id)
     if resolution == Resolution.ABORTED:
-        operations.cancel(run, user=user)
+        runs.cancel(run, user=user)
         return
     # Conditional: a run someone cancelled meanwhile stays cancelled (resume it to go on).
     woken = Run.objects.filter(pk=run.pk, status=Run.Status.ESCALATED).update(

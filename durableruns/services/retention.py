@@ -24,7 +24,7 @@ from django.db import connection, models, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from .models import Approval, Effect, RetentionPolicy, RetentionSweep, Run, Step
+from ..models import Approval, Effect, RetentionPolicy, RetentionSweep, Run, Step
 
 log = logging.getLogger(__name__)
 Action = RetentionPolicy.Action

@@ -14,10 +14,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 
-from .approvals import audit_trail
-from .engine.keys import fingerprint
-from .engine.runs import RUN_ID_PATTERN
-from .models import Approval, AuditEvent, Effect, Run, Step
+from ..engine.keys import fingerprint
+from ..engine.runs import RUN_ID_PATTERN
+from ..models import Approval, AuditEvent, Effect, Run, Step
 
 EXPORT_FORMAT = 1
 _RUN_FIELDS = (
@@ -111,10 +110,12 @@ def export_run(run: Run) -> dict[str, Any]:
         ],
         "effects": [
             {
+                "id": effect.pk,
                 **model_to_dict(effect, fields=_EFFECT_FIELDS),
+                "resolved_by": effect.resolved_by.get_username() if effect.resolved_by else None,
                 **_times(effect, "started_at", "finished_at", "resolved_at"),
             }
-            for effect in run.effects.order_by("position")
+            for effect in run.effects.select_related("resolved_by").order_by("position", "pk")
         ],
         "approvals": [
             {
@@ -123,7 +124,7 @@ def export_run(run: Run) -> dict[str, Any]:
             }
             for approval in run.approvals.order_by("position")
         ],
-        "audit": [_audit_event(event) for event in audit_trail(run)],
+        "audit": [_audit_event(event) for event in AuditEvent.objects.for_run(run)],
     }
 
 
