@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from durableruns import crashtest
 from durableruns.demo.models import ProviderCall
 from durableruns.engine import crashpoints, escalations, operations
 from durableruns.engine.runs import start_run
 from durableruns.models import Effect, Run
+from durableruns.testing import crashtest
 from tests.conftest import TEST_LEASE_TTL, TEST_SWEEP_INTERVAL, wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
