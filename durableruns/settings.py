@@ -193,7 +193,7 @@ DURABLERUNS_BASE_URL = os.environ.get("DURABLERUNS_BASE_URL", "http://127.0.0.1:
 DURABLERUNS_CRASH_DIR = os.environ.get("DURABLERUNS_CRASH_DIR", "")
 # What crashtest asks for "what really executed": (run_id) -> Counter per "step_id:tool".
 DURABLERUNS_CRASHTEST_COUNTER = os.environ.get(
-    "DURABLERUNS_CRASHTEST_COUNTER", "durableruns.crashtest.demo_executions"
+    "DURABLERUNS_CRASHTEST_COUNTER", "durableruns.testing.crashtest.demo_executions"
 )
 # An OpenAI-compatible model endpoint; without it the scripted demo model answers.
 # The engine's doorbell port (engine/doorbell.py): what tells a worker "look at run X".

@@ -15,8 +15,8 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from durableruns import crashtest
 from durableruns.engine import crashpoints
+from durableruns.testing import crashtest
 
 # The matrix runs in the first test's setup: give it room on a busy machine.
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(600)]

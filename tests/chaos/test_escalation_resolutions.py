@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from durableruns import crashtest
 from durableruns.demo.models import ProviderCall
 from durableruns.engine import crashpoints
 from durableruns.engine.runs import start_run
 from durableruns.models import Effect, Run
 from durableruns.services import escalations
 from durableruns.services import runs as operations
+from durableruns.testing import crashtest
 from tests.conftest import TEST_LEASE_TTL, TEST_SWEEP_INTERVAL, wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]

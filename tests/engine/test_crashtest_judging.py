@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from durableruns import crashtest
 from durableruns.demo.models import ModelCall, ProviderCall
 from durableruns.engine import crashpoints
 from durableruns.models import Effect, Run, Step
+from durableruns.testing import crashtest
 
 pytestmark = pytest.mark.django_db
 

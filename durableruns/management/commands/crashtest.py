@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durableruns import crashtest
-from durableruns.crashtest import CrashTestError, Options
 from durableruns.engine.errors import DurableRunsError
 from durableruns.engine.runs import check_input_text
+from durableruns.testing import crashtest
+from durableruns.testing.crashtest import CrashTestError, Options
 
 
 class Command(BaseCommand):

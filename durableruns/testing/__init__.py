@@ -1,0 +1,1 @@
+"""Harnesses for testing agents built on durableruns (never imported by the engine)."""

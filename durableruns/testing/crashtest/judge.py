@@ -1,0 +1,135 @@
+"""Judging a crashed run against the uninterrupted one: what really executed, and
+whether the run ended the same way (modulo run-specific ids)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from durableruns.models import Effect, Run
+
+from .cluster import Options
+from .plan import DIVERGED, ESCALATED, FINISHED, LOST, NOT_REACHED, RESUMED, Case
+
+DONE = frozenset({*Run.TERMINAL, Run.Status.ESCALATED})
+
+
+# --- Counting what really happened ---------------------------------------------------
+
+
+def demo_executions(run_id: str) -> Counter:
+    """Executions per "step_id:tool" seen by the demo providers and the scripted model."""
+    from durableruns.demo.models import ModelCall, ProviderCall
+
+    prefix = f"{run_id}:"
+    keys = [
+        *ProviderCall.objects.filter(
+            idempotency_key__startswith=prefix, outcome=ProviderCall.Outcome.EXECUTED
+        ).values_list("idempotency_key", flat=True),
+        *ModelCall.objects.filter(idempotency_key__startswith=prefix).values_list(
+            "idempotency_key", flat=True
+        ),
+    ]
+    # key = run:step_id:tool:fingerprint; the fingerprint may hold run-specific ids.
+    return Counter(":".join(key.split(":")[1:3]) for key in keys)
+
+
+def execution_counter() -> Callable[[str], Counter]:
+    return import_string(settings.DURABLERUNS_CRASHTEST_COUNTER)
+
+
+# --- Comparing results modulo run-specific ids ---------------------------------------
+
+
+def comparable(run: Run) -> Any:
+    """The run's status and result with its own ids replaced by stable placeholders.
+
+    Run-specific values are the run id and the strings providers returned (a refund
+    id derived from the run's key); each is replaced by the name of the step slot
+    and field it came from, which is the same in every run of the agent.
+    """
+    names = {run.id: "<run>"}
+    for effect in Effect.objects.filter(run=run).order_by("position"):
+        for path, value in _strings(effect.result, f"{effect.position}-{effect.tool}"):
+            if len(value) >= 6:
+                names.setdefault(value, f"<{path}>")
+    ordered = sorted(names.items(), key=lambda item: -len(item[0]))
+    outcome = run.result if run.status == Run.Status.SUCCEEDED else _error_summary(run.error)
+    return {"status": run.status, "outcome": _substitute(outcome, ordered)}
+
+
+def _error_summary(error: Any) -> Any:
+    if isinstance(error, dict):
+        return {"type": error.get("type"), "message": error.get("message")}
+    return error
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key in sorted(value):
+            yield from _strings(value[key], f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{path}[{index}]")
+
+
+def _substitute(value: Any, names: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        for original, placeholder in names:
+            value = value.replace(original, placeholder)
+        return value
+    if isinstance(value, dict):
+        return {key: _substitute(item, names) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_substitute(item, names) for item in value]
+    return value
+
+
+# --- Judging one crashed run ---------------------------------------------------------
+
+
+def judge(
+    case: Case, baseline: Run, base_counts: Counter, counts: Counter, options: Options
+) -> None:
+    """Fill in what the crashed run executed beyond or short of the baseline, and its outcome."""
+    run = Run.objects.get(pk=case.run_id)
+    case.status = run.status
+    case.executions = counts
+    case.extra = {k: n - base_counts[k] for k, n in counts.items() if n > base_counts[k]}
+    case.duplicates = sum(case.extra.values())
+    case.missing = sum(max(n - counts[k], 0) for k, n in base_counts.items())
+    case.escalations = Effect.objects.filter(run=run, state=Effect.State.UNKNOWN).count()
+    case.outcome = _outcome(case, run, baseline, options)
+
+
+def _outcome(case: Case, run: Run, baseline: Run, options: Options) -> str:
+    if run.status not in DONE:
+        return LOST
+    if case.fired_at is None:
+        return NOT_REACHED
+    if run.status == Run.Status.ESCALATED:
+        return ESCALATED
+    same = options.ignore_results or comparable(run) == comparable(baseline)
+    if not same or case.missing:
+        return DIVERGED
+    return RESUMED if case.resumed_at is not None else FINISHED
+
+
+def counter_warnings(baseline: Run, base_counts: Counter) -> list[str]:
+    """Warn when the execution counter cannot see the baseline's writes (duplicates would hide)."""
+    writes = [f"{e.position}-{e.tool}:{e.tool}" for e in Effect.objects.filter(run=baseline)]
+    unseen = [key for key in writes if not base_counts[key]]
+    if not unseen:
+        return []
+    return [
+        f"the baseline's write call(s) {', '.join(unseen)} are not seen by the execution "
+        f"counter ({settings.DURABLERUNS_CRASHTEST_COUNTER}), so duplicates there are "
+        "invisible to crashtest. Point DURABLERUNS_CRASHTEST_COUNTER at a function "
+        "(run_id) -> Counter of executions per 'step_id:tool' that asks your providers."
+    ]
