@@ -28,6 +28,18 @@ def _env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def _checkout_dirs(name: str) -> list[Path]:
+    """templates/ or static/ at the top of a checkout; none when installed from the wheel.
+
+    The wheel ships them inside the package (pyproject.toml), where APP_DIRS and the
+    app-directories static finder find them like any app's own; listing them here too
+    would make collectstatic report every file twice.
+    """
+    if (Path(__file__).resolve().parent / name).is_dir():
+        return []
+    return [BASE_DIR / name]
+
+
 DEBUG = _env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
@@ -67,7 +79,7 @@ WSGI_APPLICATION = "durableruns.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": _checkout_dirs("templates"),
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -109,7 +121,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = _checkout_dirs("static")
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
 MAILERS = {
