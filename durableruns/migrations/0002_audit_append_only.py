@@ -29,5 +29,5 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("durableruns", "0002_audit")]
+    dependencies = [("durableruns", "0001_initial")]
     operations = [migrations.RunPython(forward, backward)]
