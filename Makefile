@@ -47,6 +47,8 @@ bench-quick: $(VENV)/.bench-installed
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) var

@@ -8,21 +8,30 @@ the stored shape, so runs suspended before a deploy still replay after it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Step
 
 
-def _v0_to_v1(step: Step) -> Step:
+class StepShape(Protocol):
+    """A loaded Step row or an in-memory RecordedStep: migrations touch only these."""
+
+    kind: str
+    result: Any
+    schema_version: int
+
+
+def _v0_to_v1(step: StepShape) -> StepShape:
     if step.kind == Step.Kind.LLM and isinstance(step.result, str):
         step.result = {"content": step.result, "usage": {}}
     return step
 
 
-MIGRATIONS: dict[int, Callable[[Step], Step]] = {0: _v0_to_v1}
+MIGRATIONS: dict[int, Callable[[StepShape], StepShape]] = {0: _v0_to_v1}
 
 
-def migrate(step: Step) -> Step:
+def migrate[S: StepShape](step: S) -> S:
     while step.schema_version is not None and step.schema_version < CHECKPOINT_SCHEMA_VERSION:
-        step = MIGRATIONS[step.schema_version](step)
+        MIGRATIONS[step.schema_version](step)  # in place
         step.schema_version += 1
     return step

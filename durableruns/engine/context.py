@@ -11,7 +11,7 @@ is executed, and its outcome is checkpointed before agent code sees it
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,6 +58,10 @@ class RecordedStep:
     schema_version: int = CHECKPOINT_SCHEMA_VERSION
 
 
+# A step in a run's history: a loaded row, or one this executor has just committed.
+Recorded = Step | RecordedStep
+
+
 @dataclass(frozen=True)
 class StepRequest:
     kind: str
@@ -78,7 +82,7 @@ class Run:
         self,
         record: RunRecord,
         lease: store.Lease,
-        history: dict[int, Step],
+        history: Mapping[int, Step],
         effects: dict[int, Effect],
         *,
         max_steps: int,
@@ -90,7 +94,8 @@ class Run:
         self.sandbox = bool(getattr(record, "sandbox", False))
         self._record = record
         self._lease = lease
-        self._history = history
+        # Loaded Step rows, then RecordedSteps as this executor commits new ones.
+        self._history: dict[int, Recorded] = dict(history)
         # Summed once here and kept up to date in committed(): before_new_step() asks
         # on every step, and summing the history each time made a run quadratic.
         self._approval_wait = _approval_wait(history.values())
@@ -197,7 +202,7 @@ class Run:
             recorded = self._await_decision(position, request, gate)
         return gates.Decision.from_outcome(self._replay(recorded))
 
-    def _await_decision(self, position: int, request: StepRequest, gate: gates.Gate) -> Step:
+    def _await_decision(self, position: int, request: StepRequest, gate: gates.Gate) -> Recorded:
         approval = Approval.objects.filter(run_id=self.id, position=position).first()
         if approval is None:
             self.before_new_step(position)
@@ -231,7 +236,7 @@ class Run:
 
     # --- Replay ----------------------------------------------------------------
 
-    def _next(self, request: StepRequest) -> tuple[int, Step | None]:
+    def _next(self, request: StepRequest) -> tuple[int, Recorded | None]:
         position = self._position
         self._position += 1
         recorded = self._history.get(position)
@@ -241,7 +246,7 @@ class Run:
             metrics.count_step(request.kind, "replayed")
         return position, recorded
 
-    def _replay(self, recorded: Step) -> Any:
+    def _replay(self, recorded: Recorded) -> Any:
         recorded = migrate(recorded)
         if recorded.error is not None:
             raise rebuild(recorded.error)
@@ -397,7 +402,7 @@ def _approval_wait(steps: Any) -> float:
     )
 
 
-def _check_same_step(position: int, recorded: Step, request: StepRequest) -> None:
+def _check_same_step(position: int, recorded: Recorded, request: StepRequest) -> None:
     same = (
         recorded.kind == request.kind
         and recorded.name == request.name
@@ -518,8 +523,10 @@ class _EffectCall:
         return None  # unreachable: _escalate raises
 
     def _reconcile(self) -> Any:
+        reconcile = self.tool.reconcile_fn
+        assert reconcile is not None  # the caller checked
         try:
-            found = self.tool.reconcile_fn(**self.args, idempotency_key=self.key)
+            found = reconcile(**self.args, idempotency_key=self.key)
         except Exception as exc:
             self._escalate(f"reconcile failed: {describe(exc)['message']}")
         return None if found is None else store.normalise(found)

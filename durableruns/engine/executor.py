@@ -162,7 +162,7 @@ def _stop(lease: store.Lease, exc: RunStopped, context: Run | None = None) -> st
 def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
     fields: dict[str, Any] = {"retry_position": None, "retry_attempts": 0, **suspend.fields}
     if suspend.status == Status.AWAITING_APPROVAL:
-        position = fields.pop("approval_position", None)
+        position = fields.pop("approval_position")
         left = gates.release_awaiting(lease, position, **fields, **_progress(context))
         return left or "lease-lost"
     wake_in = fields.pop("wake_in", None)

@@ -52,7 +52,8 @@ class Decision:
 
     @classmethod
     def from_outcome(cls, outcome: dict[str, Any]) -> Decision:
-        return cls(**{name: outcome.get(name) for name in cls.__dataclass_fields__})
+        fields: dict[str, Any] = {name: outcome.get(name) for name in cls.__dataclass_fields__}
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def _notify(approval_pk: int) -> None:
             )
 
 
-def release_awaiting(lease: store.Lease, position: int | None, **fields: Any) -> str | None:
+def release_awaiting(lease: store.Lease, position: int, **fields: Any) -> str | None:
     """Release to `awaiting_approval`, or to `queued` if the approval was already decided.
 
     Returns the status left, or None when the lease was lost.

@@ -25,7 +25,7 @@ from django.db.models.functions import Now
 from ..models import Effect, Step
 from ..models import Run as RunRecord
 from . import doorbell, registry, store
-from .context import Run, StepRequest
+from .context import Recorded, Run, StepRequest
 from .errors import NonDeterminismError, Suspend, UnknownAgent, UsageError
 from .outcomes import describe
 
@@ -122,7 +122,9 @@ class _ForbiddenLease(store.Lease):
 class DryRun(Run):
     """The engine's Run context, reporting each position instead of executing new steps."""
 
-    def __init__(self, record: RunRecord, history: dict[int, Step], report: ReplayReport) -> None:
+    def __init__(
+        self, record: RunRecord, history: Mapping[int, Step], report: ReplayReport
+    ) -> None:
         lease = _ForbiddenLease(record.id, owner="dry-replay", fence=-1, ttl=0.0, lost=True)
         super().__init__(
             record,
@@ -134,7 +136,7 @@ class DryRun(Run):
         )
         self.report = report
 
-    def _next(self, request: StepRequest) -> tuple[int, Step | None]:
+    def _next(self, request: StepRequest) -> tuple[int, Recorded | None]:
         position = self.position
         try:
             position, recorded = super()._next(request)
@@ -202,7 +204,7 @@ class DryRun(Run):
         )
 
 
-def _recorded(step: Step) -> str:
+def _recorded(step: Recorded) -> str:
     return StepRequest(step.kind, step.name, step.tool, step.fingerprint).describe()
 
 
