@@ -19,6 +19,8 @@ from typing import Any
 
 from django.conf import settings
 
+from .errors import UsageError
+
 BEFORE_STEP = "before_step"
 AFTER_EFFECT_STARTED = "after_effect_started"
 AFTER_TOOL_RETURNED = "after_tool_returned"
@@ -51,13 +53,13 @@ def applies(point: str, *, has_effect: bool) -> bool:
 def arm(crash_dir: str | Path, run_id: str, point: str, position: int | None = None) -> None:
     """Arm one crash for one run: at `point` of the step at `position`."""
     if point not in ALL:
-        raise ValueError(f"unknown crash point {point!r}; known: {', '.join(ALL)}")
+        raise UsageError(f"unknown crash point {point!r}; known: {', '.join(ALL)}")
     if point in RUN_LEVEL:
         position = RUN_POSITION if position is None else position
         if position != RUN_POSITION:
-            raise ValueError(f"{point} is a run-level point: it takes no step position")
+            raise UsageError(f"{point} is a run-level point: it takes no step position")
     elif position is None or position < 0:
-        raise ValueError(f"{point} needs a step position (0 or more)")
+        raise UsageError(f"{point} needs a step position (0 or more)")
     Path(crash_dir).mkdir(parents=True, exist_ok=True)
     Path(crash_dir, run_id).write_text(f"{point}@{position}")
 

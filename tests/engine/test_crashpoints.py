@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from durableruns.engine import crashpoints
+from durableruns.engine.errors import UsageError
 
 FIRE = """
 import django, os
@@ -36,7 +37,7 @@ def test_it_arms_a_run_level_point_without_a_position(tmp_path):
     ],
 )
 def test_it_refuses_a_crash_that_could_never_fire(tmp_path, point, position, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UsageError, match=message):
         crashpoints.arm(tmp_path, "run-1", point, position)
     assert not crashpoints.is_armed(tmp_path, "run-1")
 
