@@ -186,9 +186,13 @@ class StartRunSerializer(serializers.Serializer):
         return value
 
 
+# Steps are numbered in a Postgres integer column.
+MAX_POSITION = 2**31 - 1
+
+
 class ForkSerializer(serializers.Serializer):
     position = serializers.IntegerField(
-        min_value=0, help_text="reuse steps before it, execute from it"
+        min_value=0, max_value=MAX_POSITION, help_text="reuse steps before it, execute from it"
     )
     sandbox = serializers.BooleanField(
         default=False, help_text="record write-tool calls without making them"
@@ -196,7 +200,7 @@ class ForkSerializer(serializers.Serializer):
 
 
 class ForkPreviewQuery(serializers.Serializer):
-    position = serializers.IntegerField(min_value=0)
+    position = serializers.IntegerField(min_value=0, max_value=MAX_POSITION)
 
 
 class DecideSerializer(serializers.Serializer):

@@ -21,7 +21,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import roles
+from .. import roles, validation
 from ..engine import replay
 from ..engine.errors import DurableRunsError
 from ..engine.runs import RunConflict
@@ -50,11 +50,22 @@ class _Cursor(CursorPagination):
     max_page_size = 200
 
     def decode_cursor(self, request: Request) -> Any:
-        # DRF answers a bad cursor with 404; it is a bad request parameter.
+        # DRF answers a bad cursor with 404; it is a bad request parameter. Its position
+        # is compared with the ordering column as is, so it must be of that column's type.
         try:
-            return super().decode_cursor(request)
+            cursor = super().decode_cursor(request)
         except NotFound:
             raise ValidationError({"cursor": "invalid cursor"}) from None
+        if cursor is not None and cursor.position is not None:
+            field = self.ordering[0].lstrip("-")
+            try:
+                if field.endswith("_at"):
+                    validation.moment(cursor.position, "cursor")
+                else:
+                    validation.integer(cursor.position, "cursor", maximum=2**62)
+            except validation.InvalidInput:
+                raise ValidationError({"cursor": "invalid cursor"}) from None
+        return cursor
 
 
 class RunCursor(_Cursor):
