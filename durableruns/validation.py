@@ -41,7 +41,7 @@ class InvalidInput(BadRequest):
 
     def __init__(self, field: str, problem: str) -> None:
         field = field[:64]  # a parameter's name is the client's text too
-        super().__init__(f"{field}: {problem}")
+        super().__init__(f"{field} {problem}")
         self.field, self.problem = field, problem
 
 
@@ -111,8 +111,8 @@ def parse_json(raw: bytes | str, field: str = "body") -> Any:
         return check_json(json.loads(raw), field)
     except RecursionError:
         raise InvalidInput(field, f"is nested deeper than {MAX_JSON_DEPTH} levels") from None
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput(field, "is not valid JSON") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(field, f"is not valid JSON: {exc}"[:300]) from None
 
 
 # --- The middleware -------------------------------------------------------------------
