@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 from django.apps import AppConfig
 from django.conf import settings
 from django.db.models.signals import post_migrate
@@ -17,6 +19,11 @@ class DurableRunsConfig(AppConfig):
         post_migrate.connect(roles.ensure_groups, sender=self)
         self._watch_redaction_rules()
         registry.load_agent_modules(settings.DURABLERUNS_AGENT_MODULES)
+        if not settings.DURABLERUNS_AGENT_MODULES:
+            logging.getLogger(__name__).warning(
+                "no agent modules configured: set DURABLERUNS_AGENT_MODULES to the modules "
+                "that register your agents; until then no run can start"
+            )
 
     def _watch_redaction_rules(self) -> None:
         """Every process drops its cached redaction rules when an admin changes one."""

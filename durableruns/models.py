@@ -421,3 +421,24 @@ class RedactionRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.value}"
+
+
+class ApiToken(models.Model):
+    """A token for scripts (the JSON API). Only a SHA-256 digest of the secret is kept:
+    the token is 256 random bits, so a fast hash is enough, and a stolen database holds
+    nothing that authenticates. `prefix` is public, to find the row and name the token."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "created_at"], name="apitoken_user")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix} ({self.name or 'unnamed'})"

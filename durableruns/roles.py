@@ -67,3 +67,13 @@ def permission_required(perm: str) -> Callable[[ViewFunction], ViewFunction]:
         return wrapper
 
     return decorate
+
+
+def error_for(user: Any, error: Any) -> Any:
+    """A run's or step's recorded error as `user` may see it: the traceback (server
+    paths and code) is for operators and admins; everyone else gets type and message."""
+    if not isinstance(error, dict) or "traceback" not in error:
+        return error
+    if user is not None and user.has_perm(OPERATE_RUNS):
+        return error
+    return {key: value for key, value in error.items() if key != "traceback"}

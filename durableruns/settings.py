@@ -56,7 +56,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "durableruns",
     "durableruns.demo",
@@ -64,6 +63,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Malformed input (NUL, lone surrogates, huge text, deep JSON) is refused here,
+    # with a 400, before any session, view or serializer sees it.
+    "durableruns.validation.InputValidationMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -197,6 +199,10 @@ DURABLERUNS_REDACT_KEYS = _env_list(
     "password,passwd,secret,api_key,apikey,token,access_token,refresh_token,"
     "authorization,cookie,card_number,cvv",
 )
+# The demo's stand-in payment and email providers (durableruns/demo/urls.py), served
+# under /providers/ by the web process for the demo tools. Never in production
+# (settings_production.py): they are anonymous and would execute anyone's refund.
+DURABLERUNS_DEMO_PROVIDERS = _env_bool("DURABLERUNS_DEMO_PROVIDERS", True)
 # Where the demo tools find the stand-in providers (the web process serves them).
 DURABLERUNS_PROVIDER_URL = os.environ.get("DURABLERUNS_PROVIDER_URL", "http://127.0.0.1:8000")
 # Absolute links in emails (e.g. "an approval is waiting") start with this.
@@ -220,9 +226,14 @@ DURABLERUNS_RETENTION_INTERVAL = _env_float("DURABLERUNS_RETENTION_INTERVAL", 36
 DURABLERUNS_RETENTION_BATCH = int(os.environ.get("DURABLERUNS_RETENTION_BATCH", 500))
 # /metrics answers only with `Authorization: Bearer <token>`; unset: /metrics is off.
 DURABLERUNS_METRICS_TOKEN = os.environ.get("DURABLERUNS_METRICS_TOKEN", "")
-# Failed logins allowed per username and per client address within the window.
+# Failed logins allowed per (username, client address) within the window; a username
+# from anywhere gets 4 times as many (durableruns/web/login_throttle.py).
 DURABLERUNS_LOGIN_MAX_FAILURES = int(os.environ.get("DURABLERUNS_LOGIN_MAX_FAILURES", 5))
 DURABLERUNS_LOGIN_WINDOW = _env_float("DURABLERUNS_LOGIN_WINDOW", 900.0)
+# How many proxies in front of the web process append to X-Forwarded-For (1 behind the
+# TLS proxy the README describes); 0 uses REMOTE_ADDR. Never more than there are:
+# a client could then forge its address.
+DURABLERUNS_TRUSTED_PROXIES = int(os.environ.get("DURABLERUNS_TRUSTED_PROXIES", 0))
 
 if REDIS_URL:
     # Shared by every process: login throttling and the redaction-rule cache.
@@ -290,7 +301,7 @@ LOGGING = {
 # Session authentication (the browser) enforces CSRF on unsafe methods.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "durableruns.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -22,9 +22,12 @@ CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 # TLS is terminated by the proxy in front of gunicorn, which sets X-Forwarded-Proto.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", True)
-# /healthz and /metrics are probed over plain HTTP from inside the network, and the
-# demo's stand-in providers are called by workers there too.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$", r"^providers/"]
+# /healthz and /metrics are probed over plain HTTP from inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# No demo in production: no stand-in providers, and only the agents a deployment names
+# (with none, the processes say so at start-up and the dashboard shows it).
+DURABLERUNS_DEMO_PROVIDERS = False
+DURABLERUNS_AGENT_MODULES = _env_list("DURABLERUNS_AGENT_MODULES", "")
 SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", 31_536_000))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
 SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", True)

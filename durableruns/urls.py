@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
@@ -26,6 +27,12 @@ urlpatterns = [
     path("metrics", monitoring.metrics_page, name="metrics"),
     path("admin/", include(policies.urlpatterns)),
     *policies.run_urlpatterns,
-    path("providers/", include("durableruns.demo.urls")),
     path("api/", include("durableruns.api.urls")),
 ]
+if settings.DURABLERUNS_DEMO_PROVIDERS:  # the demo and tests only, never production
+    urlpatterns.append(path("providers/", include("durableruns.demo.urls")))
+
+handler400 = "durableruns.web.errors.bad_request"
+handler403 = "durableruns.web.errors.permission_denied"
+handler404 = "durableruns.web.errors.page_not_found"
+handler500 = "durableruns.web.errors.server_error"

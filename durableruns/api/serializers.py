@@ -6,12 +6,30 @@ from typing import Any
 
 from rest_framework import serializers
 
+from .. import roles
 from ..engine.runs import RUN_ID_PATTERN
 from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.approvals import DECISIONS
 
 
-class RunSerializer(serializers.ModelSerializer):
+class _ErrorsForRole(serializers.ModelSerializer):
+    """Tracebacks in recorded errors only for operators and admins (roles.error_for);
+    without a request in the context, for nobody."""
+
+    error_fields: tuple[str, ...] = ("error",)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        for name in self.error_fields:
+            if name in data:
+                data[name] = roles.error_for(user, data[name])
+        return data
+
+
+class RunSerializer(_ErrorsForRole):
+    error_fields = ("error", "last_error")
     parent = serializers.CharField(source="parent_id", allow_null=True, read_only=True)
     created_by = serializers.CharField(
         source="created_by.username", allow_null=True, default=None, read_only=True
@@ -46,7 +64,7 @@ class RunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class StepSerializer(serializers.ModelSerializer):
+class StepSerializer(_ErrorsForRole):
     class Meta:
         model = Step
         fields = (
@@ -67,7 +85,7 @@ class StepSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class EffectSerializer(serializers.ModelSerializer):
+class EffectSerializer(_ErrorsForRole):
     run = serializers.CharField(source="run_id", read_only=True)
     resolved_by = serializers.CharField(
         source="resolved_by.username", allow_null=True, default=None, read_only=True
@@ -186,9 +204,13 @@ class StartRunSerializer(serializers.Serializer):
         return value
 
 
+# Steps are numbered in a Postgres integer column.
+MAX_POSITION = 2**31 - 1
+
+
 class ForkSerializer(serializers.Serializer):
     position = serializers.IntegerField(
-        min_value=0, help_text="reuse steps before it, execute from it"
+        min_value=0, max_value=MAX_POSITION, help_text="reuse steps before it, execute from it"
     )
     sandbox = serializers.BooleanField(
         default=False, help_text="record write-tool calls without making them"
@@ -196,7 +218,7 @@ class ForkSerializer(serializers.Serializer):
 
 
 class ForkPreviewQuery(serializers.Serializer):
-    position = serializers.IntegerField(min_value=0)
+    position = serializers.IntegerField(min_value=0, max_value=MAX_POSITION)
 
 
 class DecideSerializer(serializers.Serializer):

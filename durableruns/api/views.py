@@ -21,7 +21,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import roles
+from .. import roles, validation
 from ..engine import replay
 from ..engine.errors import DurableRunsError
 from ..engine.runs import RunConflict
@@ -50,11 +50,22 @@ class _Cursor(CursorPagination):
     max_page_size = 200
 
     def decode_cursor(self, request: Request) -> Any:
-        # DRF answers a bad cursor with 404; it is a bad request parameter.
+        # DRF answers a bad cursor with 404; it is a bad request parameter. Its position
+        # is compared with the ordering column as is, so it must be of that column's type.
         try:
-            return super().decode_cursor(request)
+            cursor = super().decode_cursor(request)
         except NotFound:
             raise ValidationError({"cursor": "invalid cursor"}) from None
+        if cursor is not None and cursor.position is not None:
+            field = self.ordering[0].lstrip("-")
+            try:
+                if field.endswith("_at"):
+                    validation.moment(cursor.position, "cursor")
+                else:
+                    validation.integer(cursor.position, "cursor", maximum=2**62)
+            except validation.InvalidInput:
+                raise ValidationError({"cursor": "invalid cursor"}) from None
+        return cursor
 
 
 class RunCursor(_Cursor):
@@ -81,7 +92,8 @@ def _page(
 ) -> Response:
     paginator = cursor()
     rows = paginator.paginate_queryset(queryset, request)
-    return paginator.get_paginated_response(serializer(rows, many=True).data)
+    data = serializer(rows, many=True, context={"request": request}).data
+    return paginator.get_paginated_response(data)
 
 
 def _choice(request: Request, name: str, choices: Any) -> str | None:
@@ -152,7 +164,8 @@ def _start(request: Request) -> Response:
     except DurableRunsError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
     return Response(
-        s.RunSerializer(run).data, status=http.HTTP_201_CREATED if created else http.HTTP_200_OK
+        s.RunSerializer(run, context={"request": request}).data,
+        status=http.HTTP_201_CREATED if created else http.HTTP_200_OK,
     )
 
 
@@ -162,7 +175,7 @@ def _start(request: Request) -> Response:
 def run_detail(request: Request, run_id: str) -> Response:
     _require(request, roles.VIEW_RUNS)
     run = get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
-    return Response(s.RunSerializer(run).data)
+    return Response(s.RunSerializer(run, context={"request": request}).data)
 
 
 @login_not_required
@@ -228,14 +241,16 @@ def _operated(request: Request, run_id: str) -> Run:
     return get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
 
 
-def _action_result(run: Run, done: bool, reached: tuple[str, ...], what: str) -> Response:
+def _action_result(
+    request: Request, run: Run, done: bool, reached: tuple[str, ...], what: str
+) -> Response:
     run.refresh_from_db()
     if not done and run.status not in reached:
         return Response(
             {"detail": f"run {run.id} is {run.status}; it cannot be {what}"},
             status=http.HTTP_409_CONFLICT,
         )
-    return Response(s.RunSerializer(run).data)
+    return Response(s.RunSerializer(run, context={"request": request}).data)
 
 
 @login_not_required
@@ -248,7 +263,7 @@ def _action_result(run: Run, done: bool, reached: tuple[str, ...], what: str) ->
 def run_cancel(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
     done = runs_service.cancel(run, user=request.user)
-    return _action_result(run, done, (Run.Status.CANCELLED,), "cancelled")
+    return _action_result(request, run, done, (Run.Status.CANCELLED,), "cancelled")
 
 
 @login_not_required
@@ -262,7 +277,7 @@ def run_cancel(request: Request, run_id: str) -> Response:
 def run_resume(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
     done = runs_service.resume(run, user=request.user)
-    return _action_result(run, done, (Run.Status.QUEUED, Run.Status.RUNNING), "resumed")
+    return _action_result(request, run, done, (Run.Status.QUEUED, Run.Status.RUNNING), "resumed")
 
 
 @login_not_required
@@ -285,7 +300,9 @@ def run_fork(request: Request, run_id: str) -> Response:
         )
     except replay.ForkError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
-    return Response(s.RunSerializer(child).data, status=http.HTTP_201_CREATED)
+    return Response(
+        s.RunSerializer(child, context={"request": request}).data, status=http.HTTP_201_CREATED
+    )
 
 
 @login_not_required
@@ -300,7 +317,7 @@ def run_fork_preview(request: Request, run_id: str) -> Response:
     query = s.ForkPreviewQuery(data=request.query_params)
     query.is_valid(raise_exception=True)
     effects = replay.fork_preview(run, query.validated_data["position"])
-    return Response(s.EffectSerializer(effects, many=True).data)
+    return Response(s.EffectSerializer(effects, many=True, context={"request": request}).data)
 
 
 @login_not_required
@@ -349,7 +366,7 @@ def effects(request: Request) -> Response:
 def effect_detail(request: Request, effect_id: int) -> Response:
     _require(request, roles.VIEW_RUNS)
     effect = get_object_or_404(Effect.objects.select_related("resolved_by"), pk=effect_id)
-    return Response(s.EffectSerializer(effect).data)
+    return Response(s.EffectSerializer(effect, context={"request": request}).data)
 
 
 @login_not_required
@@ -375,7 +392,7 @@ def effect_resolve(request: Request, effect_id: int) -> Response:
         return Response({"detail": str(exc)}, status=http.HTTP_409_CONFLICT)
     except DurableRunsError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
-    return Response(s.EffectSerializer(resolved).data)
+    return Response(s.EffectSerializer(resolved, context={"request": request}).data)
 
 
 # --- Approvals -----------------------------------------------------------------------------

@@ -8,7 +8,6 @@ event and the run's wake-up commit in the same transaction as the decision.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -26,6 +25,7 @@ from .. import roles
 from ..engine import gates, signals, store
 from ..engine.errors import SerializationError
 from ..models import Approval, Run
+from ..validation import InvalidInput, parse_json
 from . import audit
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,9 @@ def validated_edit(approval: Approval, payload: Any) -> Any:
     """The edit as it will be stored: a JSON object, matching the schema if there is one."""
     if isinstance(payload, str):
         try:
-            payload = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise InvalidEdit(f"the edited payload is not valid JSON: {exc}") from None
+            payload = parse_json(payload, "the edited payload")
+        except InvalidInput as exc:
+            raise InvalidEdit(str(exc)) from None
     if not isinstance(payload, dict):
         raise InvalidEdit("the edited payload must be a JSON object")
     try:

@@ -17,7 +17,6 @@ no-op; a different one after a resolution was recorded raises `AlreadyResolved`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -28,6 +27,7 @@ from .. import roles
 from ..engine import doorbell, store
 from ..engine.errors import DurableRunsError, SerializationError
 from ..models import Effect, Run
+from ..validation import InvalidInput, parse_json
 from . import audit, runs
 
 Resolution = Effect.Resolution
@@ -58,9 +58,9 @@ class AlreadyResolved(EscalationError):
 def parse_result(text: str) -> Any:
     """A `happened` result given as text (commands, forms), with a clear error."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SerializationError(f"the result is not valid JSON: {exc}") from None
+        return parse_json(text, "the result")
+    except InvalidInput as exc:
+        raise SerializationError(str(exc)) from None
 
 
 def resolve(

@@ -7,27 +7,25 @@ One definition serves the list, its live status poll and the bulk actions, so
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db.models import QuerySet
 from django.http import QueryDict
-from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 
 from ..models import Effect, Run
+from ..validation import InvalidInput, moment
 
 FIELDS = ("status", "agent", "version", "since", "until", "q")
 
 
 def _moment(text: str) -> datetime | None:
-    """A datetime-local value ("2026-11-29T09:20"), read as UTC when it has no offset."""
+    """A datetime-local value ("2026-11-29T09:20"), read as UTC when it has no offset;
+    None (shown as an invalid filter) when it is no date or out of range."""
     try:
-        value = parse_datetime(text.strip()) if text.strip() else None
-    except ValueError:
+        return moment(text, "date") if text.strip() else None
+    except InvalidInput:
         return None
-    if value is not None and value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value
 
 
 @dataclass

@@ -9,12 +9,12 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from ..models import Effect, Run
+from ..validation import InvalidInput, check_text, integer, moment
 
 RUN_ORDER = ("-created_at", "id")  # matches the run_created index (created_at DESC, id)
 EFFECT_ORDER = ("-id",)
@@ -30,11 +30,13 @@ def _encode(text: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def _decode(cursor: str) -> str | None:
+def _decode(cursor: str) -> str:
+    """The text of a cursor this module wrote; anything else is a 400 (InvalidInput)."""
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
+        raise InvalidInput("cursor", "is not a cursor from a next-page link") from None
+    return check_text(text, "cursor")
 
 
 def run_cursor(run: Run) -> str:
@@ -42,14 +44,12 @@ def run_cursor(run: Run) -> str:
 
 
 def runs_after(queryset: QuerySet[Run], cursor: str | None) -> QuerySet[Run]:
-    """Runs strictly after `cursor` in RUN_ORDER; an unreadable cursor means the first page."""
-    decoded = _decode(cursor) if cursor else None
-    if decoded and "|" in decoded:
-        created, run_id = decoded.split("|", 1)
-        try:
-            created_at = datetime.fromisoformat(created)
-        except ValueError:
-            return queryset.order_by(*RUN_ORDER)
+    """Runs strictly after `cursor` in RUN_ORDER; an unreadable cursor is a 400."""
+    if cursor:
+        created, _, run_id = _decode(cursor).partition("|")
+        if not run_id:
+            raise InvalidInput("cursor", "is not a cursor from a next-page link")
+        created_at = moment(created, "cursor")
         # The redundant `created_at <= c` gives Postgres an index range start.
         queryset = queryset.filter(created_at__lte=created_at).filter(
             Q(created_at__lt=created_at) | Q(created_at=created_at, id__gt=run_id)
@@ -58,9 +58,8 @@ def runs_after(queryset: QuerySet[Run], cursor: str | None) -> QuerySet[Run]:
 
 
 def effects_after(queryset: QuerySet[Effect], cursor: str | None) -> QuerySet[Effect]:
-    decoded = _decode(cursor) if cursor else None
-    if decoded and decoded.isdigit():
-        queryset = queryset.filter(id__lt=int(decoded))
+    if cursor:
+        queryset = queryset.filter(id__lt=integer(_decode(cursor), "cursor"))
     return queryset.order_by(*EFFECT_ORDER)
 
 

@@ -3,7 +3,6 @@ and the calls whose outcome only a human can settle."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -17,6 +16,7 @@ from ..engine import registry
 from ..engine.errors import DurableRunsError
 from ..models import Effect
 from ..services import escalations as escalation_service
+from ..validation import InvalidInput, parse_json
 from . import keyset
 
 PAGE_SIZE = 50
@@ -125,6 +125,6 @@ def _parse_result(resolution: str, text: str) -> Any:
     if not text.strip():
         raise ValueError("'It happened' needs the result the call returned, as JSON.")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"The result is not valid JSON: {exc}") from None
+        return parse_json(text, "The result")
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None

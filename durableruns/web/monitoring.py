@@ -50,8 +50,8 @@ def metrics_page(request: HttpRequest) -> HttpResponse:
     token = settings.DURABLERUNS_METRICS_TOKEN
     if not token:
         raise Http404("metrics are disabled: set DURABLERUNS_METRICS_TOKEN")
-    given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(given.encode(), token.encode()):
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme != "Bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
         return HttpResponse(
             "a valid bearer token is required\n",
             status=401,

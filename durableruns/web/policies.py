@@ -31,6 +31,8 @@ class PolicyForm(forms.ModelForm):
         choices=TERMINAL_CHOICES, widget=forms.CheckboxSelectMultiple
     )
     agent = forms.ChoiceField(required=False)
+    # A hundred years: beyond it `now - age` overflows Python's dates.
+    age_days = forms.IntegerField(min_value=0, max_value=36_500)
 
     class Meta:
         model = RetentionPolicy

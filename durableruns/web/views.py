@@ -41,6 +41,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         "agents": _agent_choices(filters),
         "live": _any_active(page.rows),
         "invalid": filters.invalid(),
+        "no_agents": not registry.agents(),
     }
     return render(request, "durableruns/runs.html", context)
 
@@ -121,6 +122,7 @@ def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
     step = get_object_or_404(Step.objects.select_related("run"), run_id=run_id, position=position)
     record = step.run
     _annotate(step, record)
+    step.error = roles.error_for(request.user, step.error)
     context = {
         "run": record,
         "step": step,

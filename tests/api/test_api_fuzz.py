@@ -1,6 +1,6 @@
 """Fuzz the JSON API against its own OpenAPI schema (schemathesis, in process over WSGI).
 
-Every operation gets a handful of generated requests, authenticated as an admin;
+Every operation gets a dozen generated requests, authenticated as an admin;
 each request is sent once as generated and, when it names a run, once more against
 a real recorded run, so the success responses are checked against the schema too.
 """
@@ -29,10 +29,10 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-# Bounded: a few examples per operation, no coverage or stateful phases (seconds, not minutes).
+# Bounded: a dozen examples per operation, no coverage or stateful phases (seconds, not minutes).
 CONFIG = schemathesis.Config.from_dict(
     {
-        "generation": {"max-examples": 4},
+        "generation": {"max-examples": 12},
         "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
     }
 )
@@ -57,13 +57,13 @@ def _keep_the_test_connection():
 
 @pytest.fixture
 def admin_token(carol) -> str:
-    from rest_framework.authtoken.models import Token
+    from durableruns.services import tokens
 
-    return Token.objects.create(user=carol).key
+    return tokens.issue(carol, name="schemathesis")
 
 
 @schema.parametrize()
-@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_the_api_answers_every_request_within_its_schema(case, admin_token, recorded):
     headers = {"Authorization": f"Token {admin_token}"}
     case.call_and_validate(headers=headers, checks=CHECKS)

@@ -30,7 +30,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def stack(tmp_path, settings):
+def stack(tmp_path, settings, live_server):
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     db = connection.settings_dict
@@ -43,7 +43,10 @@ def stack(tmp_path, settings):
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "REDIS_URL": settings.CELERY_BROKER_URL,
         "DURABLERUNS_QUEUE": queue,
-        "DURABLERUNS_PROVIDER_URL": base,
+        # Production runs no demo: its agents are named here, and its stand-in
+        # providers are served by the test's own server (never under production settings).
+        "DURABLERUNS_AGENT_MODULES": "durableruns.demo.agents",
+        "DURABLERUNS_PROVIDER_URL": live_server.url,
         "DURABLERUNS_METRICS_TOKEN": "prod-metrics-token",
         "DURABLERUNS_LOG_FORMAT": "json",
         "STATIC_ROOT": str(tmp_path / "static"),

@@ -171,10 +171,12 @@ def test_it_pages_runs_created_at_the_same_instant_without_losing_any(client, bo
     assert seen == ["a", "b", "c", "d", "e"]
 
 
-def test_it_ignores_a_tampered_cursor(client, bob):
+def test_it_refuses_a_tampered_cursor(client, bob):
     make_run("only")
     client.force_login(bob)
-    assert _shown(client.get(URL, {"cursor": "not-a-cursor!!"})) == ["only"]
+    response = client.get(URL, {"cursor": "not-a-cursor!!"})
+    assert response.status_code == 400
+    assert "cursor" in response.content.decode()
 
 
 def test_it_polls_statuses_while_a_shown_run_is_active(client, bob):

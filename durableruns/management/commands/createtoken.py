@@ -2,21 +2,31 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from rest_framework.authtoken.models import Token
+
+from ...services import tokens
 
 
 class Command(BaseCommand):
-    help = "Print USERNAME's API token (created if needed); --rotate replaces it."
+    help = (
+        "Issue an API token for USERNAME and print it (shown once: only its digest is "
+        "stored). --rotate revokes the user's other tokens."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
-        parser.add_argument("--rotate", action="store_true", help="revoke the old token")
+        parser.add_argument("--name", default="", help="what the token is for")
+        parser.add_argument("--days", type=int, default=tokens.DEFAULT_DAYS, help="lifetime")
+        parser.add_argument("--rotate", action="store_true", help="revoke the old tokens")
 
     def handle(self, *args: object, **options: object) -> None:
         user = get_user_model().objects.filter(username=options["username"]).first()
         if user is None:
             raise CommandError(f"no user {options['username']!r}")
         if options["rotate"]:
-            Token.objects.filter(user=user).delete()
-        token, _ = Token.objects.get_or_create(user=user)
-        self.stdout.write(token.key)
+            for row in tokens.of_user(user).filter(tokens.live()):
+                tokens.revoke(row.prefix)
+        try:
+            token = tokens.issue(user, name=str(options["name"]), days=int(options["days"]))
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(token)
