@@ -3,6 +3,8 @@ port; the logic lives in durableruns.engine and durableruns.services."""
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from . import idempotency
 from .celery import app
 from .engine import executor
@@ -34,3 +36,16 @@ def prune_idempotency_records() -> int:
 @app.task(name="durableruns.apply_retention", ignore_result=True)
 def apply_retention() -> int:
     return sum(sweep.runs_affected for sweep in retention.apply_all(triggered_by="beat"))
+
+
+def start_sweeper() -> None:
+    """This worker process's sweeper thread (services.sweeper.SweepLeader); the leader
+    also schedules retention and key pruning, so no beat is needed."""
+    if not settings.DURABLERUNS_SWEEPER_IN_WORKERS:
+        return
+    sweeper.start_leader(
+        [
+            (settings.DURABLERUNS_RETENTION_INTERVAL, apply_retention.delay),
+            (settings.DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL, prune_idempotency_records.delay),
+        ]
+    )

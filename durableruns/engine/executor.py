@@ -43,16 +43,21 @@ def advance(run_id: str) -> str:
     """Execute run `run_id` as far as it can go now. Returns what happened, for logs."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     with logs.run_context(run_id):
-        lease = store.acquire_lease(run_id, owner)
-        if lease is None:
+        # The liveness lock first: a run with a live lease always has its lock held,
+        # so the sweeper reads a free lock as a dead owner (store.take_over_dead_owners).
+        if not store.claim_owner_lock(run_id):
             return "skipped"
         try:
+            lease = store.acquire_lease(run_id, owner)
+            if lease is None:
+                return "skipped"
             with Heartbeat(lease):
                 try:
                     return _drive(lease)
                 except StoreUnavailable as exc:
                     return _hand_back(lease, exc)
         finally:
+            store.release_owner_lock(run_id)
             metrics.flush_step_counts()
 
 

@@ -10,7 +10,9 @@ step), or this write sees the new fence and inserts nothing. The unique
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -37,7 +39,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
-from . import crashpoints
+from . import crashpoints, doorbell
 from .errors import LeaseLost, SerializationError, StoreUnavailable
 from .keys import canonical_json, too_deep
 from .redaction import redact
@@ -149,6 +151,91 @@ def release(lease: Lease, status: str, **fields: Any) -> bool:
         lease.lost = True
         log.warning("run %s: lease lost before release to %s", lease.run_id, status)
     return bool(updated)
+
+
+# --- Owner liveness (advisory locks) -------------------------------------------
+#
+# While it executes a run, the executor holds a Postgres session advisory lock keyed
+# by the run on its own connection. A process that dies closes that connection, and
+# Postgres frees the lock at once, so "running, live lease, lock free" means the
+# owner is dead: the sweeper expires the lease without waiting out the TTL
+# (take_over_dead_owners). A hung or partitioned owner keeps its connection and its
+# lock; the lease TTL catches it, as before. Session locks need a session: behind
+# a transaction-mode pooler set DURABLERUNS_DEAD_OWNER_DETECTION to off.
+
+
+def owner_detection_enabled() -> bool:
+    return settings.DURABLERUNS_DEAD_OWNER_DETECTION and connection.vendor == "postgresql"
+
+
+def run_lock_key(run_id: str) -> int:
+    """A signed 64-bit advisory lock key for the run (collisions are negligible)."""
+    digest = hashlib.sha256(f"durableruns:run:{run_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _scalar(sql: str, params: list[Any]) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
+
+
+def claim_owner_lock(run_id: str) -> bool:
+    """Take the run's liveness lock for this connection; False if a live process has it.
+
+    The sweeper holds the lock for an instant while it checks an owner, so a free run
+    gets a few short retries before the doorbell is dropped (the sweeper re-rings it)."""
+    if not owner_detection_enabled():
+        return True
+    key = run_lock_key(run_id)
+    for _ in range(10):
+        if _scalar("SELECT pg_try_advisory_lock(%s)", [key]):
+            return True
+        if _lease_live(run_id):
+            return False
+        time.sleep(0.02)
+    return False
+
+
+def _lease_live(run_id: str) -> bool:
+    return Run.objects.filter(
+        pk=run_id, status=Run.Status.RUNNING, lease_expires_at__gt=Now()
+    ).exists()
+
+
+def release_owner_lock(run_id: str) -> None:
+    if not owner_detection_enabled():
+        return
+    # A connection that is gone took the lock with it.
+    with contextlib.suppress(OperationalError, InterfaceError):
+        _scalar("SELECT pg_advisory_unlock(%s)", [run_lock_key(run_id)])
+
+
+def take_over_dead_owners(batch: int = 500) -> list[str]:
+    """Expire the lease of every running run whose owner's lock is free (it died);
+    returns their ids. The next executor takes the lease and bumps the fence, exactly
+    as after a TTL expiry, so a late write of the old owner is still rejected."""
+    if not owner_detection_enabled():
+        return []
+    candidates = list(
+        Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gte=Now())
+        .order_by()
+        .values_list("id", "fence")[:batch]
+    )
+    dead = []
+    for run_id, fence in candidates:
+        # The transaction-scoped lock keeps a new executor out while the lease is
+        # expired, and is gone when the doorbell (rung on commit) reaches it.
+        with transaction.atomic():
+            if not _scalar("SELECT pg_try_advisory_xact_lock(%s)", [run_lock_key(run_id)]):
+                continue
+            expired = Run.objects.filter(
+                pk=run_id, fence=fence, status=Run.Status.RUNNING, lease_expires_at__gte=Now()
+            ).update(lease_expires_at=Now(), rang_at=Now())
+            if expired:
+                dead.append(run_id)
+                doorbell.ring(run_id)
+    return dead
 
 
 # --- History -----------------------------------------------------------------
