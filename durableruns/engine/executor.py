@@ -170,6 +170,10 @@ def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
         position = fields.pop("approval_position", None)
         left = gates.release_awaiting(lease, position, **fields, **_progress(context))
         return left or "lease-lost"
+    if suspend.status == Status.ESCALATED:
+        fields["last_error"] = store.redacted(fields.get("last_error"))
+        left = store.release_escalated(lease, **fields, **_progress(context))
+        return left or "lease-lost"
     wake_in = fields.pop("wake_in", None)
     if wake_in is not None:
         fields["wake_at"] = timezone.now() + timedelta(seconds=wake_in)

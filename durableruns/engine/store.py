@@ -153,6 +153,30 @@ def release(lease: Lease, status: str, **fields: Any) -> bool:
     return bool(updated)
 
 
+def release_escalated(lease: Lease, **fields: Any) -> str | None:
+    """Release to `escalated`, or to `queued` if every unknown effect was resolved
+    since this executor marked it (a person can answer between the two writes).
+
+    The run row is locked first and the effects read after, in a statement of their
+    own; escalations.resolve records the effect and then locks the run. So whichever
+    commits second sees the other: the resolver wakes an escalated run, or this sees
+    the resolution and queues the run. Returns the status left, None if the lease was
+    lost."""
+    with _confirmed(lease), transaction.atomic():
+        held = Run.objects.select_for_update().filter(
+            pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner
+        )
+        if not list(held.values_list("pk", flat=True)):
+            lease.lost = True
+            return None
+        if Effect.objects.filter(run_id=lease.run_id, state=Effect.State.UNKNOWN).exists():
+            release(lease, Run.Status.ESCALATED, **fields)
+            return Run.Status.ESCALATED
+        release(lease, Run.Status.QUEUED, rang_at=Now(), **fields)
+        doorbell.ring(lease.run_id)
+        return Run.Status.QUEUED
+
+
 # --- Owner liveness (advisory locks) -------------------------------------------
 #
 # While it executes a run, the executor holds a Postgres session advisory lock keyed

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 
 from ..engine import doorbell, replay
 from ..engine.runs import start_run
-from ..models import Run
+from ..models import Effect, Run
 from . import audit
 from .exports import history_from_export
 
@@ -68,10 +68,17 @@ def cancel(run: Run, *, user: Any) -> bool:
     return bool(changed)
 
 
+def resumable() -> Q:
+    """Failed, cancelled or waiting runs, and escalated ones with no unknown effect left
+    (resolved, but not woken: e.g. resolved by a version before this check existed)."""
+    unknown = Effect.objects.filter(run_id=OuterRef("pk"), state=Effect.State.UNKNOWN)
+    return Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
+
+
 def resume(run: Run, *, user: Any) -> bool:
-    """Continue a failed, cancelled or waiting run from its last checkpoint (same keys)."""
+    """Continue a run from its last checkpoint (same keys), if it is `resumable()`."""
     with transaction.atomic():
-        changed = Run.objects.filter(pk=run.pk, status__in=RESUMABLE).update(
+        changed = Run.objects.filter(resumable(), pk=run.pk).update(
             status=Status.QUEUED,
             error=None,
             finished_at=None,
