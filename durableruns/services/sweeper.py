@@ -15,12 +15,15 @@ sweeping survives the loss of any one process and no beat is needed. The leader:
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -74,6 +77,7 @@ class SweepLeader(threading.Thread):
         self.stopping = threading.Event()
         self.leading = False
         self._next_sweep = 0.0
+        self._lock_file: BinaryIO | None = None
 
     def run(self) -> None:
         interval = settings.DURABLERUNS_SWEEP_INTERVAL
@@ -108,7 +112,7 @@ class SweepLeader(threading.Thread):
 
     def _lead(self) -> bool:
         if connection.vendor != "postgresql":
-            was, self.leading = self.leading, True  # one process in the embedded setup
+            was, self.leading = self.leading, self._hold_file_lock()
         else:
             with connection.cursor() as cursor:
                 cursor.execute(_HOLD_OR_TAKE, [*LEADER_LOCK, *LEADER_LOCK])
@@ -119,6 +123,18 @@ class SweepLeader(threading.Thread):
             for entry in self.jobs:
                 entry[1] = 0.0
         return self.leading
+
+    def _hold_file_lock(self) -> bool:
+        """The embedded setup (SQLite, one host): a file lock plays the advisory lock,
+        freed by the kernel when its process dies."""
+        if self._lock_file is None:
+            path = Path(settings.VAR_DIR, "sweep-leader.lock")
+            self._lock_file = open(path, "a+b")  # noqa: SIM115 - held for the process's life
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     def _lost(self) -> None:
         self.leading = False
