@@ -43,21 +43,23 @@ def advance(run_id: str) -> str:
     """Execute run `run_id` as far as it can go now. Returns what happened, for logs."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     with logs.run_context(run_id):
-        # The liveness lock first: a run with a live lease always has its lock held,
-        # so the sweeper reads a free lock as a dead owner (store.take_over_dead_owners).
-        if not store.claim_owner_lock(run_id):
-            return "skipped"
+        # The liveness lock before the lease: a run with a live lease then has its lock
+        # held, so the sweeper reads a free lock as a dead owner (take_over_dead_owners).
+        locked = store.claim_owner_lock(run_id)
         try:
             lease = store.acquire_lease(run_id, owner)
             if lease is None:
                 return "skipped"
+            if not locked and store.owner_detection_enabled():
+                log.warning("run %s: its previous owner still holds the liveness lock", run_id)
             with Heartbeat(lease):
                 try:
                     return _drive(lease)
                 except StoreUnavailable as exc:
                     return _hand_back(lease, exc)
         finally:
-            store.release_owner_lock(run_id)
+            if locked:
+                store.release_owner_lock(run_id)
             metrics.flush_step_counts()
 
 

@@ -205,31 +205,18 @@ def _scalar(sql: str, params: list[Any]) -> Any:
 
 
 def claim_owner_lock(run_id: str) -> bool:
-    """Take the run's liveness lock for this connection; False if a live process has it.
+    """Take the run's liveness lock on this connection if it is free; False if it is held.
 
-    The sweeper holds the lock for an instant while it checks an owner, so a free run
-    gets a few short retries before the doorbell is dropped (the sweeper re-rings it)."""
+    The lock only signals liveness: the lease is what excludes. A held lock means a live
+    executor (its live lease turns this one away), a hung one whose lease expired (this
+    executor takes over without the lock: that run falls back to the lease TTL until the
+    hung process dies), or the sweeper checking an owner for an instant."""
     if not owner_detection_enabled():
-        return True
-    key = run_lock_key(run_id)
-    for _ in range(10):
-        if _scalar("SELECT pg_try_advisory_lock(%s)", [key]):
-            return True
-        if _lease_live(run_id):
-            return False
-        time.sleep(0.02)
-    return False
-
-
-def _lease_live(run_id: str) -> bool:
-    return Run.objects.filter(
-        pk=run_id, status=Run.Status.RUNNING, lease_expires_at__gt=Now()
-    ).exists()
+        return False
+    return bool(_scalar("SELECT pg_try_advisory_lock(%s)", [run_lock_key(run_id)]))
 
 
 def release_owner_lock(run_id: str) -> None:
-    if not owner_detection_enabled():
-        return
     # A connection that is gone took the lock with it.
     with contextlib.suppress(OperationalError, InterfaceError):
         _scalar("SELECT pg_advisory_unlock(%s)", [run_lock_key(run_id)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from durableruns.engine import executor, store
 from durableruns.engine.runs import start_run
@@ -70,3 +71,14 @@ def test_a_finished_executor_leaves_its_lock_free(rung):
     with psycopg.connect(_dsn(), autocommit=True) as other:
         key = store.run_lock_key("done")
         assert other.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()[0]
+
+
+def test_it_takes_over_from_a_hung_owner_once_the_lease_expires(rung):
+    """A hung (SIGSTOPped, partitioned) owner keeps its session and its lock: the lease
+    TTL is the fallback, and the lock must not keep the next executor out."""
+    lease = _running("hung")
+    with _executor_session("hung"):
+        assert store.take_over_dead_owners() == []
+        Run.objects.filter(pk="hung").update(lease_expires_at=timezone.now())
+        assert executor.advance("hung") == Run.Status.WAITING
+    assert Run.objects.get(pk="hung").fence > lease.fence
