@@ -45,20 +45,24 @@ def advance(run_id: str) -> str:
     with logs.run_context(run_id):
         # The liveness lock before the lease: a run with a live lease then has its lock
         # held, so the sweeper reads a free lock as a dead owner (take_over_dead_owners).
-        locked = store.claim_owner_lock(run_id)
+        lock = store.claim_owner_lock(run_id)
+        if lock == store.LOCK_BUSY:
+            return "skipped"
         try:
             lease = store.acquire_lease(run_id, owner)
             if lease is None:
                 return "skipped"
-            if not locked and store.owner_detection_enabled():
-                log.warning("run %s: its previous owner still holds the liveness lock", run_id)
+            if lock == store.LOCK_WITHOUT and store.owner_detection_enabled():
+                lock = store.retry_owner_lock(run_id)
+                if lock == store.LOCK_WITHOUT:
+                    log.warning("run %s: its hung previous owner still holds its lock", run_id)
             with Heartbeat(lease):
                 try:
                     return _drive(lease)
                 except StoreUnavailable as exc:
                     return _hand_back(lease, exc)
         finally:
-            if locked:
+            if lock == store.LOCK_HELD:
                 store.release_owner_lock(run_id)
             metrics.flush_step_counts()
 

@@ -204,16 +204,40 @@ def _scalar(sql: str, params: list[Any]) -> Any:
         return cursor.fetchone()[0]
 
 
-def claim_owner_lock(run_id: str) -> bool:
-    """Take the run's liveness lock on this connection if it is free; False if it is held.
+# What claim_owner_lock found.
+LOCK_HELD = "held"  # this connection holds the run's liveness lock
+LOCK_BUSY = "busy"  # a live executor holds it: turn the doorbell away
+LOCK_WITHOUT = "without"  # a hung owner holds it (lease expired): the lease decides
 
-    The lock only signals liveness: the lease is what excludes. A held lock means a live
-    executor (its live lease turns this one away), a hung one whose lease expired (this
-    executor takes over without the lock: that run falls back to the lease TTL until the
-    hung process dies), or the sweeper checking an owner for an instant."""
+
+def claim_owner_lock(run_id: str) -> str:
+    """Take the run's liveness lock on this connection before taking its lease.
+
+    A held lock means a live executor (turned away, so the lease holder always holds the
+    lock: otherwise the sweeper would read the free lock as a dead owner), a hung owner
+    whose lease expired (the takeover goes on without the lock; that run falls back to
+    the lease TTL while the hung process lives), or a competing doorbell or the sweeper
+    for an instant (retried briefly)."""
     if not owner_detection_enabled():
-        return False
-    return bool(_scalar("SELECT pg_try_advisory_lock(%s)", [run_lock_key(run_id)]))
+        return LOCK_WITHOUT
+    key = run_lock_key(run_id)
+    running = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
+    for _ in range(10):
+        if _scalar("SELECT pg_try_advisory_lock(%s)", [key]):
+            return LOCK_HELD
+        if running.filter(lease_expires_at__lt=Now()).exists():
+            return LOCK_WITHOUT
+        if running.exists():
+            return LOCK_BUSY
+        time.sleep(0.02)
+    return LOCK_BUSY
+
+
+def retry_owner_lock(run_id: str) -> str:
+    """After a takeover without the lock: take it if the hung owner let it go meanwhile."""
+    if _scalar("SELECT pg_try_advisory_lock(%s)", [run_lock_key(run_id)]):
+        return LOCK_HELD
+    return LOCK_WITHOUT
 
 
 def release_owner_lock(run_id: str) -> None:

@@ -82,3 +82,12 @@ def test_it_takes_over_from_a_hung_owner_once_the_lease_expires(rung):
         Run.objects.filter(pk="hung").update(lease_expires_at=timezone.now())
         assert executor.advance("hung") == Run.Status.WAITING
     assert Run.objects.get(pk="hung").fence > lease.fence
+
+
+def test_a_doorbell_that_loses_the_lock_race_never_takes_the_lease(rung):
+    """Another worker's duplicate doorbell holds the lock for an instant: this one must
+    not take the lease without the lock (the sweeper would read it as dead)."""
+    start_run("t-sleepy", {"seconds": 30}, run_id="raced")
+    with _executor_session("raced"):  # the competing doorbell's executor, mid-claim
+        assert store.claim_owner_lock("raced") == store.LOCK_BUSY
+    assert Run.objects.get(pk="raced").status == Run.Status.QUEUED
