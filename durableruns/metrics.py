@@ -8,6 +8,7 @@ answer for all workers), plus step counters kept in the shared cache (Redis).
 - durableruns_steps_total{kind,outcome}            steps executed vs replayed from history
                                                    (kind=tool: effects); since Redis started
 - durableruns_step_duration_seconds                latency of steps finished in the window
+- durableruns_last_sweep_age_seconds               since the sweep leader last swept
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from .models import Approval, Effect, Run, Step
+from .models import Approval, Effect, Run, Step, SweeperBeat
 
 log = logging.getLogger(__name__)
 LATENCY_WINDOW = timedelta(minutes=15)
@@ -72,6 +73,16 @@ class DatabaseCollector(Collector):
         )
         yield self._steps_total()
         yield self._step_latency()
+        yield self._last_sweep_age()
+
+    def _last_sweep_age(self) -> GaugeMetricFamily:
+        swept_at = SweeperBeat.objects.filter(id=1).values_list("swept_at", flat=True).first()
+        age = (timezone.now() - swept_at).total_seconds() if swept_at else float("inf")
+        return GaugeMetricFamily(
+            "durableruns_last_sweep_age_seconds",
+            "Seconds since the sweep leader last swept (+Inf: never)",
+            value=age,
+        )
 
     def _runs_by_status(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily("durableruns_runs", "Runs by status", labels=["status"])

@@ -274,6 +274,8 @@ class Approval(models.Model):
         APPROVED = "approved"
         REJECTED = "rejected"
         EXPIRED = "expired"
+        # Closed because its run was cancelled: nobody decided anything.
+        CLOSED = "closed"
 
     class Decision(models.TextChoices):
         APPROVE = "approve"
@@ -442,3 +444,16 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix} ({self.name or 'unnamed'})"
+
+
+class SweeperBeat(models.Model):
+    """The sweep leader's last sweep (one row): /healthz and /metrics read its age, so
+    a stalled sweeper shows wherever it runs."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    swept_at = models.DateTimeField()
+    swept_by = models.CharField(max_length=200, blank=True, default="")
+    runs_rung = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"swept at {self.swept_at} by {self.swept_by}"

@@ -181,6 +181,16 @@ DURABLERUNS_AGENT_MODULES = _env_list("DURABLERUNS_AGENT_MODULES", "durableruns.
 DURABLERUNS_LEASE_TTL = _env_float("DURABLERUNS_LEASE_TTL", 30.0)
 DURABLERUNS_SWEEP_INTERVAL = _env_float("DURABLERUNS_SWEEP_INTERVAL", 5.0)
 DURABLERUNS_REDELIVER_AFTER = _env_float("DURABLERUNS_REDELIVER_AFTER", 30.0)
+# A dead executor is noticed through its Postgres session closing (a session advisory
+# lock per running run), checked this often by the sweep leader; the lease TTL stays the
+# fallback for hangs and partitions. Turn it off behind a transaction-mode pooler
+# (PgBouncer pool_mode=transaction), where session advisory locks do not work.
+DURABLERUNS_DEAD_OWNER_DETECTION = _env_bool("DURABLERUNS_DEAD_OWNER_DETECTION", True)
+DURABLERUNS_OWNER_CHECK_INTERVAL = _env_float("DURABLERUNS_OWNER_CHECK_INTERVAL", 0.5)
+# Every worker runs a sweeper thread; one at a time leads (a Postgres advisory lock).
+DURABLERUNS_SWEEPER_IN_WORKERS = _env_bool("DURABLERUNS_SWEEPER_IN_WORKERS", True)
+# /healthz is unhealthy when no sweep was recorded for this many intervals.
+DURABLERUNS_SWEEP_STALE_AFTER = _env_float("DURABLERUNS_SWEEP_STALE_AFTER", 3)
 DURABLERUNS_MAX_TASK_SECONDS = _env_float("DURABLERUNS_MAX_TASK_SECONDS", 300.0)
 DURABLERUNS_RETRY_MAX_ATTEMPTS = int(os.environ.get("DURABLERUNS_RETRY_MAX_ATTEMPTS", 5))
 DURABLERUNS_RETRY_BASE_DELAY = _env_float("DURABLERUNS_RETRY_BASE_DELAY", 1.0)

@@ -3,6 +3,10 @@ port; the logic lives in durableruns.engine and durableruns.services."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.conf import settings
+
 from . import idempotency
 from .celery import app
 from .engine import executor
@@ -34,3 +38,18 @@ def prune_idempotency_records() -> int:
 @app.task(name="durableruns.apply_retention", ignore_result=True)
 def apply_retention() -> int:
     return sum(sweep.runs_affected for sweep in retention.apply_all(triggered_by="beat"))
+
+
+def periodic_jobs() -> list[tuple[float, Callable[[], object]]]:
+    """What the sweep leader schedules besides the sweep: (interval, enqueue)."""
+    return [
+        (settings.DURABLERUNS_RETENTION_INTERVAL, apply_retention.delay),
+        (settings.DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL, prune_idempotency_records.delay),
+    ]
+
+
+def start_sweeper() -> None:
+    """This worker process's sweeper thread (services.sweeper.SweepLeader); the leader
+    also schedules retention and key pruning, so no beat is needed."""
+    if settings.DURABLERUNS_SWEEPER_IN_WORKERS:
+        sweeper.start_leader(periodic_jobs())

@@ -215,6 +215,11 @@ class ForkSerializer(serializers.Serializer):
     sandbox = serializers.BooleanField(
         default=False, help_text="record write-tool calls without making them"
     )
+    reuse_approvals = serializers.BooleanField(
+        default=False,
+        help_text="reuse the copied approvals that guard re-executed effects instead of "
+        "asking a reviewer again (needs the permission to approve; audited)",
+    )
 
 
 class ForkPreviewQuery(serializers.Serializer):

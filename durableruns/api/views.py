@@ -297,6 +297,7 @@ def run_fork(request: Request, run_id: str) -> Response:
             form.validated_data["position"],
             user=request.user,
             sandbox=form.validated_data["sandbox"],
+            reuse_approvals=form.validated_data["reuse_approvals"],
         )
     except replay.ForkError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)

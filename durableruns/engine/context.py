@@ -214,6 +214,9 @@ class Run:
                 f"agent code asked for {request.describe()}",
                 details={"position": position},
             )
+        if approval.state == Approval.State.CLOSED:
+            gates.reopen_approval(self._lease, approval, gate)
+            raise _awaiting(position, request.name)
         if approval.is_pending:
             raise _awaiting(position, request.name)
         self._lease.ensure_held()

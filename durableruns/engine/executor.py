@@ -43,16 +43,27 @@ def advance(run_id: str) -> str:
     """Execute run `run_id` as far as it can go now. Returns what happened, for logs."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     with logs.run_context(run_id):
-        lease = store.acquire_lease(run_id, owner)
-        if lease is None:
+        # The liveness lock before the lease: a run with a live lease then has its lock
+        # held, so the sweeper reads a free lock as a dead owner (take_over_dead_owners).
+        lock = store.claim_owner_lock(run_id)
+        if lock == store.LOCK_BUSY:
             return "skipped"
         try:
+            lease = store.acquire_lease(run_id, owner)
+            if lease is None:
+                return "skipped"
+            if lock == store.LOCK_WITHOUT and store.owner_detection_enabled():
+                lock = store.retry_owner_lock(run_id)
+                if lock == store.LOCK_WITHOUT:
+                    log.warning("run %s: its hung previous owner still holds its lock", run_id)
             with Heartbeat(lease):
                 try:
                     return _drive(lease)
                 except StoreUnavailable as exc:
                     return _hand_back(lease, exc)
         finally:
+            if lock == store.LOCK_HELD:
+                store.release_owner_lock(run_id)
             metrics.flush_step_counts()
 
 
@@ -164,6 +175,10 @@ def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
     if suspend.status == Status.AWAITING_APPROVAL:
         position = fields.pop("approval_position")
         left = gates.release_awaiting(lease, position, **fields, **_progress(context))
+        return left or "lease-lost"
+    if suspend.status == Status.ESCALATED:
+        fields["last_error"] = store.redacted(fields.get("last_error"))
+        left = store.release_escalated(lease, **fields, **_progress(context))
         return left or "lease-lost"
     wake_in = fields.pop("wake_in", None)
     if wake_in is not None:

@@ -164,6 +164,22 @@ def open_approval(lease: store.Lease, position: int, name: str, gate: Gate) -> A
     return approval
 
 
+def reopen_approval(lease: store.Lease, approval: Approval, gate: Gate) -> None:
+    """A resumed run asks again at an approval its cancel closed (nobody decided it)."""
+    expires_at = None
+    if gate.expires_in is not None:
+        expires_at = timezone.now() + timedelta(seconds=gate.expires_in)
+    with transaction.atomic():
+        if not _holds(lease):
+            lease.lost = True
+            raise LeaseLost(f"run {lease.run_id}: fence {lease.fence} is stale")
+        reopened = Approval.objects.filter(pk=approval.pk, state=Approval.State.CLOSED).update(
+            state=Approval.State.PENDING, decided_at=None, comment="", expires_at=expires_at
+        )
+        if reopened:
+            transaction.on_commit(lambda: _notify(approval.pk))
+
+
 def _stored(value: Any) -> Any:
     if value is None:
         return None

@@ -261,16 +261,41 @@ def fork_preview(run: RunRecord, position: int) -> list[Effect]:
     return list(run.effects.filter(position__gte=position).order_by("position", "id"))
 
 
+def approvals_to_ask_again(run: RunRecord, position: int, *, sandbox: bool = False) -> list[Step]:
+    """The approved approval steps before `position` that guard effects a fork from
+    `position` would execute again. Copying their decision would let the fork repeat a
+    guarded write (a second refund) with no reviewer; a sandbox fork calls no write tool."""
+    if sandbox or not run.effects.filter(position__gte=position).exists():
+        return []
+    approvals = run.steps.filter(position__lt=position, kind=Step.Kind.APPROVAL)
+    return [step for step in approvals.order_by("position") if _approved(step)]
+
+
+def _approved(step: Step) -> bool:
+    return isinstance(step.result, dict) and step.result.get("approved") is True
+
+
 def fork(
-    run: RunRecord, position: int, *, created_by: Any = None, sandbox: bool = False
+    run: RunRecord,
+    position: int,
+    *,
+    created_by: Any = None,
+    sandbox: bool = False,
+    ask_again: frozenset[int] = frozenset(),
 ) -> RunRecord:
     """A new run that reuses `run`'s recorded steps before `position` and executes from there.
 
-    In sandbox mode the fork does not call write tools; it records what they would
-    have been called with (see _EffectCall in engine.context). Call it inside the
-    caller's transaction when the fork must commit with something else (an audit row)."""
+    The approval steps at `ask_again` are not copied: the fork opens a fresh approval
+    there and waits for a reviewer before going on. In sandbox mode the fork does not
+    call write tools; it records what they would have been called with (see _EffectCall
+    in engine.context). Call it inside the caller's transaction when the fork must
+    commit with something else (an audit row)."""
     _check_fork(run, position)
-    copied = list(run.steps.filter(position__lt=position).order_by("position"))
+    copied = [
+        step
+        for step in run.steps.filter(position__lt=position).order_by("position")
+        if step.position not in ask_again
+    ]
     with transaction.atomic():
         child = RunRecord.objects.create(
             id=_fork_id(run.id),
@@ -335,6 +360,7 @@ __all__ = [
     "ForkError",
     "ReplayEntry",
     "ReplayReport",
+    "approvals_to_ask_again",
     "dry_replay",
     "fork",
     "fork_preview",

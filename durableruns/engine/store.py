@@ -10,7 +10,9 @@ step), or this write sees the new fence and inserts nothing. The unique
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -37,7 +39,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
-from . import crashpoints
+from . import crashpoints, doorbell
 from .errors import LeaseLost, SerializationError, StoreUnavailable
 from .keys import canonical_json, too_deep
 from .redaction import redact
@@ -149,6 +151,126 @@ def release(lease: Lease, status: str, **fields: Any) -> bool:
         lease.lost = True
         log.warning("run %s: lease lost before release to %s", lease.run_id, status)
     return bool(updated)
+
+
+def release_escalated(lease: Lease, **fields: Any) -> str | None:
+    """Release to `escalated`, or to `queued` if every unknown effect was resolved
+    since this executor marked it (a person can answer between the two writes).
+
+    The run row is locked first and the effects read after, in a statement of their
+    own; escalations.resolve records the effect and then locks the run. So whichever
+    commits second sees the other: the resolver wakes an escalated run, or this sees
+    the resolution and queues the run. Returns the status left, None if the lease was
+    lost."""
+    with _confirmed(lease), transaction.atomic():
+        held = Run.objects.select_for_update().filter(
+            pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner
+        )
+        if not list(held.values_list("pk", flat=True)):
+            lease.lost = True
+            return None
+        if Effect.objects.filter(run_id=lease.run_id, state=Effect.State.UNKNOWN).exists():
+            release(lease, Run.Status.ESCALATED, **fields)
+            return Run.Status.ESCALATED
+        release(lease, Run.Status.QUEUED, rang_at=Now(), **fields)
+        doorbell.ring(lease.run_id)
+        return Run.Status.QUEUED
+
+
+# --- Owner liveness (advisory locks) -------------------------------------------
+#
+# While it executes a run, the executor holds a Postgres session advisory lock keyed
+# by the run on its own connection. A process that dies closes that connection, and
+# Postgres frees the lock at once, so "running, live lease, lock free" means the
+# owner is dead: the sweeper expires the lease without waiting out the TTL
+# (take_over_dead_owners). A hung or partitioned owner keeps its connection and its
+# lock; the lease TTL catches it, as before. Session locks need a session: behind
+# a transaction-mode pooler set DURABLERUNS_DEAD_OWNER_DETECTION to off.
+
+
+def owner_detection_enabled() -> bool:
+    return settings.DURABLERUNS_DEAD_OWNER_DETECTION and connection.vendor == "postgresql"
+
+
+def run_lock_key(run_id: str) -> int:
+    """A signed 64-bit advisory lock key for the run (collisions are negligible)."""
+    digest = hashlib.sha256(f"durableruns:run:{run_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _scalar(sql: str, params: list[Any]) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
+
+
+# What claim_owner_lock found.
+LOCK_HELD = "held"  # this connection holds the run's liveness lock
+LOCK_BUSY = "busy"  # a live executor holds it: turn the doorbell away
+LOCK_WITHOUT = "without"  # a hung owner holds it (lease expired): the lease decides
+
+
+def claim_owner_lock(run_id: str) -> str:
+    """Take the run's liveness lock on this connection before taking its lease.
+
+    A held lock means a live executor (turned away, so the lease holder always holds the
+    lock: otherwise the sweeper would read the free lock as a dead owner), a hung owner
+    whose lease expired (the takeover goes on without the lock; that run falls back to
+    the lease TTL while the hung process lives), or a competing doorbell or the sweeper
+    for an instant (retried briefly)."""
+    if not owner_detection_enabled():
+        return LOCK_WITHOUT
+    key = run_lock_key(run_id)
+    running = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
+    for _ in range(10):
+        if _scalar("SELECT pg_try_advisory_lock(%s)", [key]):
+            return LOCK_HELD
+        if running.filter(lease_expires_at__lt=Now()).exists():
+            return LOCK_WITHOUT
+        if running.exists():
+            return LOCK_BUSY
+        time.sleep(0.02)
+    return LOCK_BUSY
+
+
+def retry_owner_lock(run_id: str) -> str:
+    """After a takeover without the lock: take it if the hung owner let it go meanwhile."""
+    if _scalar("SELECT pg_try_advisory_lock(%s)", [run_lock_key(run_id)]):
+        return LOCK_HELD
+    return LOCK_WITHOUT
+
+
+def release_owner_lock(run_id: str) -> None:
+    # A connection that is gone took the lock with it.
+    with contextlib.suppress(OperationalError, InterfaceError):
+        _scalar("SELECT pg_advisory_unlock(%s)", [run_lock_key(run_id)])
+
+
+def take_over_dead_owners(batch: int = 500) -> list[str]:
+    """Expire the lease of every running run whose owner's lock is free (it died);
+    returns their ids. The next executor takes the lease and bumps the fence, exactly
+    as after a TTL expiry, so a late write of the old owner is still rejected."""
+    if not owner_detection_enabled():
+        return []
+    candidates = list(
+        Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gte=Now())
+        .order_by()
+        .values_list("id", "fence")[:batch]
+    )
+    dead = []
+    for run_id, fence in candidates:
+        # The transaction-scoped lock keeps a new executor out while the lease is
+        # expired, and is gone when the doorbell (rung on commit) reaches it.
+        with transaction.atomic():
+            if not _scalar("SELECT pg_try_advisory_xact_lock(%s)", [run_lock_key(run_id)]):
+                continue
+            expired = Run.objects.filter(
+                pk=run_id, fence=fence, status=Run.Status.RUNNING, lease_expires_at__gte=Now()
+            ).update(lease_expires_at=Now(), rang_at=Now())
+            if expired:
+                dead.append(run_id)
+                doorbell.ring(run_id)
+    return dead
 
 
 # --- History -----------------------------------------------------------------

@@ -78,7 +78,10 @@ def resolve(
         )
         if current.state != Effect.State.UNKNOWN:
             if current.resolution:
-                return _repeated(current, resolution, stored)
+                repeated = _repeated(current, resolution, stored)
+                if resolution != Resolution.ABORTED:
+                    _wake_if_settled(current.run_id)
+                return repeated
             raise NotEscalated(
                 f"effect {current.pk} is {current.state}; only an unknown outcome can be resolved"
             )
@@ -139,9 +142,22 @@ def _continue_run(effect: Effect, resolution: str, user: Any) -> None:
     if resolution == Resolution.ABORTED:
         runs.cancel(run, user=user)
         return
-    # Conditional: a run someone cancelled meanwhile stays cancelled (resume it to go on).
-    woken = Run.objects.filter(pk=run.pk, status=Run.Status.ESCALATED).update(
+    _wake_if_settled(run.pk)
+
+
+def _wake_if_settled(run_id: str) -> bool:
+    """escalated -> queued once no effect of the run is unknown, and ring.
+
+    The run row is locked after the effect was recorded: an executor that is marking
+    the run escalated (store.release_escalated) either commits first, and this sees
+    `escalated`, or waits and then sees the resolution. Conditional: a run someone
+    cancelled meanwhile stays cancelled (resume it to go on)."""
+    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+    if Effect.objects.filter(run_id=run_id, state=Effect.State.UNKNOWN).exists():
+        return False
+    woken = Run.objects.filter(pk=run_id, status=Run.Status.ESCALATED).update(
         status=Run.Status.QUEUED, rang_at=Now(), updated_at=Now()
     )
     if woken:
-        doorbell.ring(run.pk)
+        doorbell.ring(run_id)
+    return bool(woken)

@@ -8,13 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 
+from .. import roles
 from ..engine import doorbell, replay
 from ..engine.runs import start_run
-from ..models import Run
+from ..models import Approval, Effect, Run
 from . import audit
 from .exports import history_from_export
 
@@ -58,20 +60,42 @@ def cancel(run: Run, *, user: Any) -> bool:
             )
         )
         if changed:
+            closed = _close_pending_approvals(run, user)
             audit.record(
                 user,
                 "run.cancel",
                 run,
                 before={"status": run.status},
-                after={"status": Status.CANCELLED},
+                after={"status": Status.CANCELLED, "closed_approvals": closed},
             )
     return bool(changed)
 
 
+def _close_pending_approvals(run: Run, user: Any) -> list[int]:
+    """Take the cancelled run's approvals out of reviewers' queues: `closed`, with no
+    decision and no decider, so nobody reads it as a reviewer's answer."""
+    pending = Approval.objects.filter(run_id=run.pk, state=Approval.State.PENDING)
+    closed = list(pending.order_by("pk").values_list("pk", flat=True))
+    who = user.get_username() if getattr(user, "is_authenticated", False) else "the system"
+    pending.update(
+        state=Approval.State.CLOSED,
+        decided_at=Now(),
+        comment=f"Closed: the run was cancelled by {who}.",
+    )
+    return closed
+
+
+def resumable() -> Q:
+    """Failed, cancelled or waiting runs, and escalated ones with no unknown effect left
+    (resolved, but not woken: e.g. resolved by a version before this check existed)."""
+    unknown = Effect.objects.filter(run_id=OuterRef("pk"), state=Effect.State.UNKNOWN)
+    return Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
+
+
 def resume(run: Run, *, user: Any) -> bool:
-    """Continue a failed, cancelled or waiting run from its last checkpoint (same keys)."""
+    """Continue a run from its last checkpoint (same keys), if it is `resumable()`."""
     with transaction.atomic():
-        changed = Run.objects.filter(pk=run.pk, status__in=RESUMABLE).update(
+        changed = Run.objects.filter(resumable(), pk=run.pk).update(
             status=Status.QUEUED,
             error=None,
             finished_at=None,
@@ -91,11 +115,28 @@ def resume(run: Run, *, user: Any) -> bool:
     return bool(changed)
 
 
-def fork(run: Run, position: int, *, user: Any, sandbox: bool = False) -> Run:
-    """A new run reusing `run`'s steps before `position` (engine.replay.fork), audited."""
+def fork(
+    run: Run, position: int, *, user: Any, sandbox: bool = False, reuse_approvals: bool = False
+) -> Run:
+    """A new run reusing `run`'s steps before `position` (engine.replay.fork), audited.
+
+    Approved approvals before `position` that guard effects the fork executes again
+    are asked again (a fresh approval, before those effects), unless the forking
+    person may approve and says so (`reuse_approvals`). Either way the audit says which."""
     created_by = user if getattr(user, "is_authenticated", False) else None
+    guarding = [
+        step.position for step in replay.approvals_to_ask_again(run, position, sandbox=sandbox)
+    ]
+    if reuse_approvals and guarding and not user.has_perm(roles.DECIDE_APPROVALS):
+        raise PermissionDenied(
+            f"reusing the copied approvals needs {roles.DECIDE_APPROVALS}: "
+            "without it the fork asks a reviewer again"
+        )
+    ask_again = frozenset() if reuse_approvals else frozenset(guarding)
     with transaction.atomic():
-        child = replay.fork(run, position, created_by=created_by, sandbox=sandbox)
+        child = replay.fork(
+            run, position, created_by=created_by, sandbox=sandbox, ask_again=ask_again
+        )
         audit.record(
             user,
             "run.fork",
@@ -106,6 +147,8 @@ def fork(run: Run, position: int, *, user: Any, sandbox: bool = False) -> Run:
                 "position": position,
                 "sandbox": sandbox,
                 "steps_reused": child.steps.count(),
+                "approvals_asked_again": sorted(ask_again),
+                "approvals_reused_by_forker": guarding if reuse_approvals else [],
             },
         )
     return child

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import roles
-from ..engine.replay import ForkError, fork_preview
+from ..engine.replay import ForkError, approvals_to_ask_again, fork_preview
 from ..models import Run
 from ..services import runs as operations
 from .filters import RunFilters
@@ -33,7 +33,7 @@ BULK_ACTIONS = {
 def _eligible(action: str, queryset: QuerySet[Run]) -> QuerySet[Run]:
     if action == "cancel":
         return queryset.exclude(status__in=Run.TERMINAL)
-    return queryset.filter(status__in=operations.RESUMABLE)
+    return queryset.filter(operations.resumable())
 
 
 def _after_action(request: HttpRequest, record: Run) -> HttpResponse:
@@ -141,7 +141,11 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         if request.method == "POST":
             child = operations.fork(
-                record, position, user=request.user, sandbox=query.get("sandbox") == "on"
+                record,
+                position,
+                user=request.user,
+                sandbox=query.get("sandbox") == "on",
+                reuse_approvals=query.get("reuse_approvals") == "on",
             )
             messages.success(request, f"Forked run {record.id} from step {position}.")
             return redirect(child)
@@ -157,7 +161,14 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
             {"run": record, "error": str(exc), "position": position},
             status=400,
         )
-    context = {"run": record, "position": position, "again": again, "reused": steps}
+    context = {
+        "run": record,
+        "position": position,
+        "again": again,
+        "reused": steps,
+        "ask_again": approvals_to_ask_again(record, position),
+        "can_approve": request.user.has_perm(roles.DECIDE_APPROVALS),
+    }
     return render(request, "durableruns/run_fork.html", context)
 
 

@@ -1,4 +1,4 @@
-"""/healthz (database and broker) and /metrics (Prometheus text, behind a token)."""
+"""/healthz (database, broker and sweeper) and /metrics (Prometheus text, behind a token)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from .. import metrics
+from ..services import sweeper
 
 
 @login_not_required
@@ -19,7 +20,18 @@ from .. import metrics
 def healthz(request: HttpRequest) -> HttpResponse:
     checks = {"database": _database_ok(), "broker": _broker_ok()}
     body = {name: "ok" if ok else "down" for name, ok in checks.items()}
+    checks["sweeper"] = checks["database"] and _sweeper_ok(body)
     return JsonResponse(body, status=200 if all(checks.values()) else 503)
+
+
+def _sweeper_ok(body: dict[str, object]) -> bool:
+    """No sweep for DURABLERUNS_SWEEP_STALE_AFTER intervals: nothing recovers runs,
+    wakes sleepers or expires approvals, so the deployment is not healthy."""
+    age = sweeper.last_sweep_age()
+    stale = sweeper.sweeper_stale(age)
+    body["sweeper"] = "never" if age is None else ("stale" if stale else "ok")
+    body["last_sweep_age_seconds"] = None if age is None else round(age, 1)
+    return not stale
 
 
 def _database_ok() -> bool:

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from .. import roles
 from ..engine import registry
-from ..models import AuditEvent, Run, Step
+from ..models import AuditEvent, Effect, Run, Step
 from ..services.runs import RESUMABLE
 from . import keyset
 from .filters import RunFilters
@@ -164,8 +164,15 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
         "audit": list(AuditEvent.objects.for_run(record)),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
-        "can_resume": can_operate and record.status in RESUMABLE,
+        "can_resume": can_operate and _resumable(record, effects),
     }
+
+
+def _resumable(record: Run, effects: list[Effect]) -> bool:
+    """services.runs.resumable(), on what the page already loaded."""
+    if record.status == Run.Status.ESCALATED:
+        return all(effect.state != Effect.State.UNKNOWN for effect in effects)
+    return record.status in RESUMABLE
 
 
 def _budget(record: Run, steps: int) -> dict[str, Any]:

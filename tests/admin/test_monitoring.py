@@ -10,20 +10,46 @@ from django.urls import reverse
 from django.utils import timezone
 
 from durableruns import metrics
-from durableruns.models import Approval, Effect, Run, Step
+from durableruns.models import Approval, Effect, Run, Step, SweeperBeat
+from durableruns.services import sweeper
 from tests.admin.factories import make_run
 
 pytestmark = pytest.mark.django_db
 TOKEN = "metrics-token-for-tests"
 
 
-def test_healthz_reports_database_and_broker(client):
+@pytest.fixture
+def swept():
+    """A sweep recorded just now, as a worker's sweep leader does every interval."""
+    sweeper.sweep(swept_by="test")
+
+
+def test_healthz_reports_database_broker_and_sweeper(client, swept):
     response = client.get(reverse("healthz"))
     assert response.status_code == 200
-    assert response.json() == {"database": "ok", "broker": "ok"}
+    body = response.json()
+    assert body["last_sweep_age_seconds"] < 5
+    assert {k: body[k] for k in ("database", "broker", "sweeper")} == {
+        "database": "ok",
+        "broker": "ok",
+        "sweeper": "ok",
+    }
 
 
-def test_healthz_fails_when_the_broker_is_down(client):
+def test_healthz_fails_when_no_sweep_ran_for_three_intervals(client, swept, settings):
+    SweeperBeat.objects.update(swept_at=timezone.now() - timedelta(seconds=16))
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 503
+    assert response.json()["sweeper"] == "stale"
+
+
+def test_healthz_fails_when_nothing_ever_swept(client):
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 503
+    assert response.json()["sweeper"] == "never"
+
+
+def test_healthz_fails_when_the_broker_is_down(client, swept):
     from durableruns.celery import app
 
     original = app.conf.broker_url
@@ -33,7 +59,7 @@ def test_healthz_fails_when_the_broker_is_down(client):
     finally:
         app.conf.broker_url = original
     assert response.status_code == 503
-    assert response.json() == {"database": "ok", "broker": "down"}
+    assert response.json()["broker"] == "down"
 
 
 def test_metrics_are_off_without_a_token(client, settings):
@@ -98,3 +124,11 @@ def _value(text: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def test_metrics_export_the_age_of_the_last_sweep(client, settings):
+    settings.DURABLERUNS_METRICS_TOKEN = TOKEN
+    assert _value(_scrape(client), "durableruns_last_sweep_age_seconds") == float("inf")
+    sweeper.sweep(swept_by="test")
+    SweeperBeat.objects.update(swept_at=timezone.now() - timedelta(seconds=42))
+    assert 42 <= _value(_scrape(client), "durableruns_last_sweep_age_seconds") < 50

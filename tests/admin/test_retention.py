@@ -142,9 +142,8 @@ def test_its_beat_task_applies_the_policies():
     assert RetentionSweep.objects.get().triggered_by == "beat"
 
 
-def test_beat_schedules_retention():
-    from durableruns.celery import app
+def test_the_sweep_leader_schedules_retention(settings):
+    from durableruns import tasks
 
-    app.loader.import_default_modules()
-    app.finalize()
-    assert "apply_retention" in app.conf.beat_schedule
+    schedule = {job.__self__.name: interval for interval, job in tasks.periodic_jobs()}
+    assert schedule["durableruns.apply_retention"] == settings.DURABLERUNS_RETENTION_INTERVAL

@@ -461,7 +461,9 @@ def test_it_rejects_a_paused_workers_late_writes(faults, tmp_path):
 
 
 def test_it_picks_up_an_expired_lease_within_ttl_plus_sweep_interval(faults, tmp_path):
+    """The fallback path: with dead-owner detection off, only the lease TTL hands over."""
     kills = 6
+    faults.env["DURABLERUNS_DEAD_OWNER_DETECTION"] = "0"
     # One idle worker per kill, started up front: worker start-up is not pick-up time.
     workers = [faults.worker() for _ in range(kills + 1)]
     faults.beat()

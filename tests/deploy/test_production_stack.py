@@ -143,8 +143,14 @@ def _start_demo_run(browser: Browser) -> str:
 
 def test_it_completes_a_demo_run_under_gunicorn_with_production_settings(stack, carol):
     base, procs = stack
-    health = httpx.get(f"{base}/healthz", timeout=5)
-    assert health.json() == {"database": "ok", "broker": "ok"}
+    # Healthy once a worker's sweep leader has swept (within an interval of start-up).
+    health = wait_for(
+        lambda: (r := httpx.get(f"{base}/healthz", timeout=5)).status_code == 200 and r,
+        timeout=30,
+        message="/healthz to be healthy",
+    )
+    body = health.json()
+    assert (body["database"], body["broker"], body["sweeper"]) == ("ok", "ok", "ok")
     # Plain HTTP from outside the proxy is sent to HTTPS.
     assert httpx.get(f"{base}/", timeout=5).status_code == 301
 

@@ -17,7 +17,15 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from durableruns import roles
-from durableruns.models import Approval, Effect, RedactionRule, RetentionPolicy, Run, Step
+from durableruns.models import (
+    Approval,
+    Effect,
+    RedactionRule,
+    RetentionPolicy,
+    Run,
+    Step,
+    SweeperBeat,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -152,6 +160,7 @@ def test_every_url_has_an_expectation():
 
 @pytest.fixture
 def objects(db):
+    SweeperBeat.objects.create(swept_at=timezone.now())  # a live sweeper: /healthz is 200
     Run.objects.create(
         id="r1",
         agent="refund-bot",

@@ -1,0 +1,96 @@
+"""A fork past an approval that guards the effects it executes again asks a reviewer
+again, unless the forking person may approve and says so; audited either way."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.urls import reverse
+
+from durableruns.demo.models import ProviderCall
+from durableruns.engine.replay import approvals_to_ask_again
+from durableruns.engine.runs import start_run
+from durableruns.models import Approval, AuditEvent, Run
+from durableruns.services import approvals
+from durableruns.services.runs import fork
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BIG_REFUND = {"order_id": "A-1002"}  # 25,000 cents: over the approval threshold
+APPROVAL, REFUND = 2, 3  # refund-bot: plan, lookup, approval, refund, email, summary
+
+
+def _refunds() -> int:
+    return ProviderCall.objects.filter(provider="payments", outcome="executed").count()
+
+
+def _decide(run_id: str, decision: str, user) -> None:
+    approval = Approval.objects.get(run_id=run_id, state=Approval.State.PENDING)
+    approvals.decide(approval, decision, user=user)
+
+
+@pytest.fixture
+def approved_parent(drive, provider_url, alice) -> Run:
+    start_run("refund-bot", BIG_REFUND, run_id="gated")
+    assert drive("gated").status == Run.Status.AWAITING_APPROVAL
+    _decide("gated", "approve", alice)
+    done = drive("gated")
+    assert done.status == Run.Status.SUCCEEDED, done.error
+    assert _refunds() == 1
+    return done
+
+
+def test_a_fork_past_the_approval_asks_again_before_refunding(drive, approved_parent, alice, bob):
+    assert [s.position for s in approvals_to_ask_again(approved_parent, REFUND)] == [APPROVAL]
+    child = fork(approved_parent, REFUND, user=bob)
+
+    assert drive(child.id).status == Run.Status.AWAITING_APPROVAL
+    assert _refunds() == 1, "no second refund before a reviewer approves"
+    event = AuditEvent.objects.get(action="run.fork")
+    assert event.after["approvals_asked_again"] == [APPROVAL]
+
+    _decide(child.id, "approve", alice)
+    assert drive(child.id).status == Run.Status.SUCCEEDED
+    assert _refunds() == 2
+
+
+def test_a_reviewer_rejecting_the_fork_stops_the_second_refund(drive, approved_parent, alice, bob):
+    child = fork(approved_parent, REFUND, user=bob)
+    drive(child.id)
+    _decide(child.id, "reject", alice)
+    done = drive(child.id)
+    assert done.status == Run.Status.SUCCEEDED, done.error
+    assert done.result["refunded"] is False
+    assert _refunds() == 1
+
+
+def test_an_operator_who_cannot_approve_may_not_reuse_the_approval(approved_parent, bob):
+    with pytest.raises(PermissionDenied):
+        fork(approved_parent, REFUND, user=bob, reuse_approvals=True)
+    assert Run.objects.count() == 1
+    assert not AuditEvent.objects.filter(action="run.fork").exists()
+
+
+def test_an_admin_may_reuse_the_approval_explicitly_and_it_is_audited(
+    drive, approved_parent, carol
+):
+    child = fork(approved_parent, REFUND, user=carol, reuse_approvals=True)
+    assert drive(child.id).status == Run.Status.SUCCEEDED
+    assert _refunds() == 2
+    event = AuditEvent.objects.get(action="run.fork")
+    assert event.after["approvals_reused_by_forker"] == [APPROVAL]
+    assert event.after["approvals_asked_again"] == []
+
+
+def test_a_sandbox_fork_reuses_the_approval_because_it_refunds_nothing(drive, approved_parent, bob):
+    child = fork(approved_parent, REFUND, user=bob, sandbox=True)
+    assert drive(child.id).status == Run.Status.SUCCEEDED
+    assert _refunds() == 1
+
+
+def test_the_fork_preview_says_the_approval_will_be_asked_again(client, approved_parent, bob):
+    client.force_login(bob)
+    page = client.get(reverse("run-fork", args=["gated"]), {"position": REFUND})
+    assert page.status_code == 200
+    assert "1 approval will be asked again" in page.content.decode()
+    assert 'name="reuse_approvals"' not in page.content.decode(), "bob cannot approve"
