@@ -13,11 +13,11 @@ from django.views.decorators.http import require_GET
 
 from .. import roles
 from ..engine import registry
-from ..models import AuditEvent, Run, Step
+from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import RESUMABLE
 from . import keyset
 from .filters import RunFilters
-from .waterfall import waterfall
+from .timeline import duration_text, pending_bar, timeline
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
@@ -152,13 +152,16 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     effects = list(record.effects.order_by("position"))
     for step in steps:
         _annotate(step, record)
+    axis = timeline(record, steps, pending_until=record.wake_at)
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
     return {
         "run": record,
         "steps": steps,
         "effects": effects,
-        "budget": _budget(record, len(steps)),
-        "waterfall": waterfall(steps),
+        "recorded_positions": {step.position for step in steps},
+        "budget": _budget(record, steps),
+        "axis": axis,
+        "pending": _pending(record, effects, axis),
         "audit": list(AuditEvent.objects.for_run(record)),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
@@ -166,18 +169,53 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     }
 
 
-def _budget(record: Run, steps: int) -> dict[str, Any]:
-    used = max(record.steps_used, steps)
+def _pending(record: Run, effects: list[Effect], axis: dict[str, Any]) -> dict[str, Any]:
+    """What the run waits for now: a step's next attempt, or escalated effects."""
+    retry = None
+    if record.retry_position is not None and not record.is_terminal:
+        effect = next((e for e in effects if e.position == record.retry_position), None)
+        retry = {
+            "position": record.retry_position,
+            "tool": effect.tool if effect else "",
+            "failed_attempts": record.retry_attempts,
+            "next_attempt": record.retry_attempts + 1,
+            "error": (record.last_error or {}).get("message", ""),
+            "next_at": record.wake_at,
+            "bar": pending_bar(record, axis),
+        }
+    unknown = [effect for effect in effects if effect.state == Effect.State.UNKNOWN]
+    return {"retry": retry, "escalations": unknown, "any": bool(retry or unknown)}
+
+
+def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
+    """Steps and time used. Time spent waiting for a person does not count (the engine
+    excludes approval waits from the time budget, so the page does too)."""
+    used = max(record.steps_used, len(steps))
+    elapsed = waiting = 0.0
     if record.started_at:
-        elapsed = ((record.finished_at or timezone.now()) - record.started_at).total_seconds()
-    else:
-        elapsed = 0.0
+        end = record.finished_at or timezone.now()
+        elapsed = (end - record.started_at).total_seconds()
+        waiting = sum(
+            (step.finished_at - step.started_at).total_seconds()
+            for step in steps
+            if step.kind == Step.Kind.APPROVAL and not step.copied
+        )
+        if record.status == Run.Status.AWAITING_APPROVAL:
+            asked = (
+                Approval.objects.filter(run=record, state=Approval.State.PENDING)
+                .order_by("created_at")
+                .values_list("created_at", flat=True)
+                .first()
+            )
+            waiting += (end - asked).total_seconds() if asked else 0.0
+    counted = max(elapsed - waiting, 0.0)
     limit = record.max_duration_seconds or 1
     return {
         "steps": used,
         "max_steps": record.max_steps,
         "steps_pct": min(100, round(100 * used / max(record.max_steps, 1))),
-        "seconds": elapsed,
+        "seconds": counted,
+        "waiting_text": duration_text(waiting) if waiting else "",
         "max_seconds": record.max_duration_seconds,
-        "seconds_pct": min(100, round(100 * elapsed / limit)),
+        "seconds_pct": min(100, round(100 * counted / limit)),
     }
