@@ -9,6 +9,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from .. import roles
@@ -16,33 +17,52 @@ from ..engine import registry
 from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import RESUMABLE
 from . import keyset
-from .filters import RunFilters
+from .filters import FilterError, RunFilters, moment
 from .timeline import duration_text, pending_bar, timeline
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
 MAX_POLLED_RUNS = 100
+NEW_RUNS_CAP = 99
 
 
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def runs(request: HttpRequest) -> HttpResponse:
-    filters = RunFilters.from_query(request.GET)
+    try:
+        filters = RunFilters.from_query(request.GET)
+    except FilterError as exc:
+        context = {"refused": str(exc), "filters": RunFilters(), "runs": [], "counts": []}
+        context["agents"] = _agent_choices(RunFilters())
+        return render(request, "durableruns/runs.html", context, status=400)
     queryset = filters.apply(Run.objects.select_related("created_by"))
     page = keyset.page(
         keyset.runs_after(queryset, request.GET.get("cursor")), PAGE_SIZE, keyset.run_cursor
     )
+    first_page = not request.GET.get("cursor")
     context = {
         "runs": page.rows,
         "next_cursor": page.next_cursor,
-        "paged": bool(request.GET.get("cursor")),
+        "paged": not first_page,
         "filters": filters,
         "counts": _status_counts(filters),
         "agents": _agent_choices(filters),
-        "live": _any_active(page.rows),
+        "poll": _poll_query(filters, page.rows, first_page),
         "invalid": filters.invalid(),
     }
     return render(request, "durableruns/runs.html", context)
+
+
+def _poll_query(filters: RunFilters, rows: list[Run], first_page: bool) -> str:
+    """The live poll's query string, or "" for no polling. The first page polls for new
+    runs and counts; a deeper page only while one of its runs is active."""
+    if not first_page and not _any_active(rows):
+        return ""
+    params: list[tuple[str, str]] = [("run", row.id) for row in rows]
+    if first_page:
+        newest = rows[0].created_at.isoformat() if rows else "1970-01-01T00:00:00+00:00"
+        params += [("newer", newest), *filters.items()]
+    return urlencode(params)
 
 
 def _status_counts(filters: RunFilters) -> list[dict[str, Any]]:
@@ -94,14 +114,27 @@ def _any_active(rows: list[Run]) -> bool:
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def run_statuses(request: HttpRequest) -> HttpResponse:
-    """The live poll of the runs list: fresh statuses of the shown runs, swapped in by id,
-    so the operator's ticked checkboxes survive. Polling stops once none is active."""
+    """The live poll of the runs list: fresh statuses of the shown runs, swapped in by
+    run id (so a row never gets another run's status), and on the first page the
+    counts and how many newer runs match. The operator's ticked boxes are untouched."""
     ids = request.GET.getlist("run")[:MAX_POLLED_RUNS]
-    found = Run.objects.filter(pk__in=ids).only("id", "status", "steps_used", "max_steps")
-    by_id = {row.id: row for row in found}
-    # Same order as the page, whose cells are numbered by row.
-    rows = [by_id[run_id] for run_id in ids if run_id in by_id]
-    context = {"runs": rows, "live": _any_active(rows)}
+    found = Run.objects.filter(pk__in=ids).only(
+        "id", "status", "steps_used", "max_steps", "started_at", "finished_at", "error"
+    )
+    context: dict[str, Any] = {"runs": list(found), "poll": ""}
+    newer = moment(request.GET.get("newer", ""))
+    try:
+        filters = RunFilters.from_query(request.GET)
+    except FilterError:
+        newer, filters = None, RunFilters()
+    if newer is not None:
+        context["counts"] = _status_counts(filters)
+        fresh = filters.apply(Run.objects.filter(created_at__gt=newer)).order_by()
+        context["new_runs"] = fresh.values("id")[: NEW_RUNS_CAP + 1].count()
+        context["new_runs_cap"] = NEW_RUNS_CAP
+        context["filters"] = filters
+    if newer is not None or _any_active(context["runs"]):
+        context["poll"] = request.GET.urlencode()
     return render(request, "durableruns/runs.html#run-statuses", context)
 
 
