@@ -260,21 +260,29 @@ def fork_preview(run: RunRecord, position: int) -> list[Effect]:
 
 
 def fork(
-    run: RunRecord, position: int, *, created_by: Any = None, sandbox: bool = False
+    run: RunRecord,
+    position: int,
+    *,
+    created_by: Any = None,
+    sandbox: bool = False,
+    input: Any = None,
 ) -> RunRecord:
     """A new run that reuses `run`'s recorded steps before `position` and executes from there.
 
     In sandbox mode the fork does not call write tools; it records what they would
-    have been called with (see _EffectCall in engine.context). Call it inside the
-    caller's transaction when the fork must commit with something else (an audit row)."""
+    have been called with (see _EffectCall in engine.context). `input`, when given,
+    replaces the parent's input (validated and redacted like a new run's); the steps
+    reused before `position` are still the parent's. Call it inside the caller's
+    transaction when the fork must commit with something else (an audit row)."""
     _check_fork(run, position)
+    run_input = run.input if input is None else fork_input(input)
     copied = list(run.steps.filter(position__lt=position).order_by("position"))
     with transaction.atomic():
         child = RunRecord.objects.create(
             id=_fork_id(run.id),
             agent=run.agent,
             agent_version=run.agent_version,
-            input=run.input,
+            input=run_input,
             max_steps=run.max_steps,
             max_duration_seconds=run.max_duration_seconds,
             parent=run,
@@ -286,6 +294,18 @@ def fork(
         Step.objects.bulk_create([_copy_step(step, child) for step in copied])
         doorbell.ring(child.id)
     return child
+
+
+def fork_input(value: Any) -> Any:
+    """An edited input for a fork, as it would be stored: a JSON object within the
+    payload limits, secrets redacted. Raises ForkError otherwise."""
+    if not isinstance(value, dict):
+        raise ForkError(f"a fork's input must be a JSON object, not {type(value).__name__}")
+    try:
+        store.encode(value)
+    except UsageError as exc:
+        raise ForkError(f"the edited input cannot be stored: {exc}") from None
+    return store.redacted(value)
 
 
 def _check_fork(run: RunRecord, position: int) -> None:

@@ -40,7 +40,7 @@ def start(
     return run, created
 
 
-def cancel(run: Run, *, user: Any) -> bool:
+def cancel(run: Run, *, user: Any, reason: str = "") -> bool:
     """Stop a run that has not finished. Bumping the fence makes a worker that is
     executing it now fail its next write, so it stops before its next effect."""
     with transaction.atomic():
@@ -63,12 +63,12 @@ def cancel(run: Run, *, user: Any) -> bool:
                 "run.cancel",
                 run,
                 before={"status": run.status},
-                after={"status": Status.CANCELLED},
+                after=_with_reason({"status": Status.CANCELLED}, reason),
             )
     return bool(changed)
 
 
-def resume(run: Run, *, user: Any) -> bool:
+def resume(run: Run, *, user: Any, reason: str = "") -> bool:
     """Continue a failed, cancelled or waiting run from its last checkpoint (same keys)."""
     with transaction.atomic():
         changed = Run.objects.filter(pk=run.pk, status__in=RESUMABLE).update(
@@ -85,30 +85,41 @@ def resume(run: Run, *, user: Any) -> bool:
                 "run.resume",
                 run,
                 before={"status": run.status},
-                after={"status": Status.QUEUED},
+                after=_with_reason({"status": Status.QUEUED}, reason),
             )
             doorbell.ring(run.pk)
     return bool(changed)
 
 
-def fork(run: Run, position: int, *, user: Any, sandbox: bool = False) -> Run:
-    """A new run reusing `run`'s steps before `position` (engine.replay.fork), audited."""
+def fork(
+    run: Run,
+    position: int,
+    *,
+    user: Any,
+    sandbox: bool = False,
+    input: Any = None,
+    reason: str = "",
+) -> Run:
+    """A new run reusing `run`'s steps before `position` (engine.replay.fork), audited;
+    `input` replaces the parent's input (the audit keeps both, as stored)."""
     created_by = user if getattr(user, "is_authenticated", False) else None
     with transaction.atomic():
-        child = replay.fork(run, position, created_by=created_by, sandbox=sandbox)
-        audit.record(
-            user,
-            "run.fork",
-            run,
-            before={"run": run.id, "status": run.status},
-            after={
-                "fork": child.id,
-                "position": position,
-                "sandbox": sandbox,
-                "steps_reused": child.steps.count(),
-            },
-        )
+        child = replay.fork(run, position, created_by=created_by, sandbox=sandbox, input=input)
+        after: dict[str, Any] = {
+            "fork": child.id,
+            "position": position,
+            "sandbox": sandbox,
+            "steps_reused": child.steps.count(),
+        }
+        before: dict[str, Any] = {"run": run.id, "status": run.status}
+        if input is not None:
+            before["input"], after["input"] = run.input, child.input
+        audit.record(user, "run.fork", run, before=before, after=_with_reason(after, reason))
     return child
+
+
+def _with_reason(after: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {**after, "reason": reason} if reason else after
 
 
 def dry_replay(run_or_export: Run | Mapping[str, Any]) -> replay.ReplayReport:

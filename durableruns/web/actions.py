@@ -7,6 +7,9 @@ conditional updates, so a repeated click is harmless, and they audit themselves.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.contrib import messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -16,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import roles
-from ..engine.replay import ForkError, fork_preview
+from ..engine.replay import ForkError, fork_input, fork_preview
 from ..models import Run
 from ..services import runs as operations
 from .filters import RunFilters
@@ -24,6 +27,7 @@ from .views import run_context
 
 # Each run is its own audited transaction; a larger batch is repeated by the operator.
 BULK_LIMIT = 500
+MAX_INPUT_TEXT = 100_000
 BULK_ACTIONS = {
     "cancel": ("Cancel", operations.cancel),
     "resume": ("Resume", operations.resume),
@@ -134,31 +138,61 @@ def replay(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @roles.permission_required(roles.OPERATE_RUNS)
 def fork(request: HttpRequest, run_id: str) -> HttpResponse:
-    """GET: which effects would execute again, with new keys; POST: make the fork."""
+    """GET (or POST with `check`): which effects would execute again, with new keys,
+    and the input the fork would get (edited or not); POST: make the fork."""
     record = get_object_or_404(Run, pk=run_id)
     query = request.POST if request.method == "POST" else request.GET
     position = _position(query.get("position", ""))
+    input_text = query.get("input", "")
+    context: dict[str, Any] = {"run": record, "position": position, "input_text": input_text}
     try:
-        if request.method == "POST":
+        edited = _edited_input(record, input_text)
+        if request.method == "POST" and "check" not in query:
             child = operations.fork(
-                record, position, user=request.user, sandbox=query.get("sandbox") == "on"
+                record,
+                position,
+                user=request.user,
+                sandbox=query.get("sandbox") == "on",
+                input=edited,
+                reason=query.get("reason", "").strip()[:500],
             )
-            messages.success(request, f"Forked run {record.id} from step {position}.")
+            changed = " with edited input" if edited is not None else ""
+            messages.success(request, f"Forked run {record.id} from step {position}{changed}.")
             return redirect(child)
         recorded = record.steps.count()
         if not 0 <= position <= recorded:
             raise ForkError(f"fork position must be between 0 and {recorded} (the recorded steps)")
-        again = fork_preview(record, position)
-        steps = list(record.steps.filter(position__lt=position).order_by("position"))
+        context["again"] = fork_preview(record, position)
+        context["reused"] = list(record.steps.filter(position__lt=position).order_by("position"))
     except ForkError as exc:
-        return render(
-            request,
-            "durableruns/run_fork.html",
-            {"run": record, "error": str(exc), "position": position},
-            status=400,
-        )
-    context = {"run": record, "position": position, "again": again, "reused": steps}
-    return render(request, "durableruns/run_fork.html", context)
+        context["error"] = str(exc)
+        return render(request, "durableruns/run_fork.html", _fork_form(context, record), status=400)
+    return render(request, "durableruns/run_fork.html", _fork_form(context, record, edited))
+
+
+def _edited_input(record: Run, text: str) -> Any:
+    """The operator's edited input as it would be stored, or None when unchanged."""
+    if not text.strip():
+        return None
+    if "\x00" in text or len(text) > MAX_INPUT_TEXT:
+        raise ForkError(f"the edited input must be under {MAX_INPUT_TEXT} characters, without NUL")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ForkError("the edited input is not valid JSON") from None
+    stored = fork_input(value)
+    return None if stored == record.input else stored
+
+
+def _fork_form(context: dict[str, Any], record: Run, edited: Any = None) -> dict[str, Any]:
+    """What the form shows: the edited input if any, else the parent's, as stored."""
+    context["edited"] = edited
+    context["shown_input"] = json.dumps(
+        record.input if edited is None else edited, indent=2, sort_keys=True, ensure_ascii=False
+    )
+    if context.get("error") and context["input_text"]:
+        context["shown_input"] = context["input_text"]  # give back what was typed
+    return context
 
 
 def _position(text: str) -> int:
