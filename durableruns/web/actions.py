@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from django.contrib import messages
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
@@ -22,21 +22,43 @@ from .. import roles
 from ..engine.replay import ForkError, fork_input, fork_preview
 from ..models import Run
 from ..services import runs as operations
-from .filters import RunFilters
+from .filters import FilterError, RunFilters
 from .views import run_context
 
-# Each run is its own audited transaction; a larger batch is repeated by the operator.
+# Each run is its own audited transaction; a larger batch goes on in further requests
+# (the confirmation page chains them with htmx and shows the progress).
 BULK_LIMIT = 500
 MAX_INPUT_TEXT = 100_000
+MAX_REASON = 500
+
+
+def _fork_from_failure(record: Run, *, user: Any, reason: str = "") -> bool:
+    """Fork a finished run from its failed step (or after its last step), so the
+    failure is tried again with the code deployed now."""
+    failed = (
+        record.steps.filter(error__isnull=False).order_by("position").values_list("position")
+    ).first()
+    position = failed[0] if failed else record.steps.count()
+    operations.fork(record, position, user=user, reason=reason)
+    return True
+
+
 BULK_ACTIONS = {
     "cancel": ("Cancel", operations.cancel),
     "resume": ("Resume", operations.resume),
+    "fork": ("Fork", _fork_from_failure),
 }
 
 
 def _eligible(action: str, queryset: QuerySet[Run]) -> QuerySet[Run]:
     if action == "cancel":
         return queryset.exclude(status__in=Run.TERMINAL)
+    if action == "fork":
+        # A run forked already is left out, so a batch that goes on cannot fork it twice.
+        forked = Run.objects.filter(parent=OuterRef("pk"))
+        return queryset.filter(status__in=(Run.Status.FAILED, Run.Status.CANCELLED)).exclude(
+            Exists(forked)
+        )
     return queryset.filter(status__in=operations.RESUMABLE)
 
 
@@ -51,7 +73,7 @@ def _after_action(request: HttpRequest, record: Run) -> HttpResponse:
 @roles.permission_required(roles.OPERATE_RUNS)
 def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     record = get_object_or_404(Run, pk=run_id)
-    if operations.cancel(record, user=request.user):
+    if operations.cancel(record, user=request.user, reason=request.POST.get("reason", "")[:500]):
         messages.success(request, f"Cancelled run {record.id}.")
     else:
         messages.info(request, f"Run {record.id} had already finished; nothing to cancel.")
@@ -88,17 +110,37 @@ def _bulk_target(query: QueryDict) -> tuple[str, str, RunFilters, QuerySet[Run]]
 @require_http_methods(["GET", "POST"])
 @roles.permission_required(roles.OPERATE_RUNS)
 def bulk(request: HttpRequest) -> HttpResponse:
-    """GET: the confirmation page saying how many runs; POST: do it, then redirect."""
+    """GET: the confirmation page saying how many runs, and which filter; POST: do it
+    (with a reason, audited on every run), then redirect, or with htmx go on batch
+    by batch showing the progress."""
     query = request.POST if request.method == "POST" else request.GET
-    target = _bulk_target(query)
-    if target is None:
-        messages.error(request, "Choose an action: cancel or resume, selected or all matching.")
+    try:
+        target = _bulk_target(query)
+    except FilterError as exc:
+        messages.error(request, f"Not done: {exc}.")
         return redirect("runs")
+    if target is None:
+        messages.error(request, "Choose an action: cancel, resume or fork, selected or matching.")
+        return redirect("runs")
+    if query.get("do", "").endswith(":selected") and not query.getlist("run"):
+        messages.error(request, "Nothing selected: tick the runs to act on first.")
+        return redirect(f"{reverse('runs')}?{target[2].query()}")
     action, scope, filters, queryset = target
-    if request.method == "POST":
-        return _apply_bulk(request, action, filters, queryset)
+    reason = query.get("reason", "").strip()
+    context = _confirmation(action, scope, filters, queryset, query)
+    if request.method == "GET":
+        return render(request, "durableruns/runs_bulk.html", context)
+    if not reason or len(reason) > MAX_REASON or "\x00" in reason:
+        context["reason_error"] = f"Give a reason (1 to {MAX_REASON} characters); it is audited."
+        return render(request, "durableruns/runs_bulk.html", context, status=400)
+    return _apply_bulk(request, action, filters, queryset, reason)
+
+
+def _confirmation(
+    action: str, scope: str, filters: RunFilters, queryset: QuerySet[Run], query: QueryDict
+) -> dict[str, Any]:
     eligible = _eligible(action, queryset)
-    context = {
+    return {
         "action": action,
         "verb": BULK_ACTIONS[action][0],
         "scope": scope,
@@ -108,21 +150,30 @@ def bulk(request: HttpRequest) -> HttpResponse:
         "sample": list(eligible.order_by("created_at", "id")[:20]),
         "selected": query.getlist("run")[:BULK_LIMIT],
         "limit": BULK_LIMIT,
+        "reason": query.get("reason", "").strip()[:MAX_REASON],
     }
-    return render(request, "durableruns/runs_bulk.html", context)
 
 
 def _apply_bulk(
-    request: HttpRequest, action: str, filters: RunFilters, queryset: QuerySet[Run]
+    request: HttpRequest, action: str, filters: RunFilters, queryset: QuerySet[Run], reason: str
 ) -> HttpResponse:
     verb, operation = BULK_ACTIONS[action]
     targets = list(_eligible(action, queryset).order_by("created_at", "id")[:BULK_LIMIT])
-    done = sum(1 for record in targets if operation(record, user=request.user))
+    done = sum(1 for record in targets if operation(record, user=request.user, reason=reason))
+    remaining = _eligible(action, queryset).count() if len(targets) == BULK_LIMIT else 0
+    if request.htmx:
+        so_far = done + _count(request.POST.get("done_so_far", ""))
+        context = {"verb": verb, "done": so_far, "remaining": remaining, "filters": filters}
+        return render(request, "durableruns/runs_bulk.html#bulk-progress", context)
     text = f"{verb}: {done} run{pluralize(done)} changed."
-    if len(targets) == BULK_LIMIT:
-        text += f" At most {BULK_LIMIT} at a time: repeat for the rest."
+    if remaining:
+        text += f" {remaining} more match: repeat to go on ({BULK_LIMIT} at a time)."
     messages.success(request, text)
     return redirect(f"{reverse('runs')}?{filters.query()}")
+
+
+def _count(text: str) -> int:
+    return int(text) if text.isdigit() and len(text) < 10 else 0
 
 
 @require_GET

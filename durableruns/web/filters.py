@@ -109,6 +109,21 @@ class RunFilters:
             if getattr(self, name) and moment(getattr(self, name)) is None
         ]
 
+    def describe(self) -> str:
+        """The filter in words, for a confirmation that must say what it acts on."""
+        words = {
+            "status": "status is {}",
+            "agent": "agent is {}",
+            "version": "version is {}",
+            "since": "created from {} (UTC)",
+            "until": "created before {} (UTC)",
+            "q": "run id starts with, or idempotency key is, {}",
+            "error": "error contains {}",
+            "input": "input contains {}",
+        }
+        parts = [words[name].format(repr(value)) for name, value in self.items()]
+        return "; ".join(parts) if parts else "no filter: every run"
+
     def items(self) -> list[tuple[str, str]]:
         return [(name, getattr(self, name)) for name in FIELDS if getattr(self, name)]
 
