@@ -9,6 +9,7 @@ from collections import Counter
 import durableruns as dr
 
 WRITES: Counter = Counter()
+CHARGES: dict[str, dict] = {}  # a stand-in provider's records, by idempotency key
 
 
 def _value(name: str) -> str:
@@ -64,3 +65,14 @@ def flaky_bot(run: dr.Run, task: dict) -> dict:
     """A step that keeps failing transiently, so the run sits in retry backoff."""
     run.step("prepare", _value, "prepared")
     return {"never": run.step("call-provider", _flaky, "charge")}
+
+
+@dr.tool(dr.UNSAFE_WRITE, name="t-charge")
+def charge(cents: int, *, idempotency_key: str) -> dict:
+    CHARGES[idempotency_key] = {"charge_id": f"ch_{len(CHARGES) + 1}", "cents": cents}
+    return CHARGES[idempotency_key]
+
+
+@charge.reconcile
+def find_charge(cents: int, *, idempotency_key: str) -> dict | None:
+    return CHARGES.get(idempotency_key)
