@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 NICE_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60)
 NICE_STEPS += (120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400)
@@ -135,3 +137,66 @@ def pending_bar(record: Any, axis: dict) -> Bar | None:
         run_width="0.4%",
         title=f"next attempt at +{duration_text(due)}",
     )
+
+
+STEP_ROW = (
+    '<li class="step step-{kind}{failed}" id="step-{position}">'
+    '<details hx-get="{url}" hx-trigger="toggle once" hx-target="find .step-body" '
+    'hx-swap="innerHTML"><summary><span class="step-label">#{position} '
+    '<span class="kind">{kind}</span> <strong>{name}</strong> · {attempts} · {duration} · '
+    '<span class="origin">{origin}</span></span>{bar}</summary>'
+    '<div class="step-body"><a href="{url}">Input, output and provenance of step {position}</a>'
+    "</div></details></li>"
+)
+BAR = (
+    '<svg class="bar" width="100%" height="12" role="img" aria-label="{title}"><title>{title}'
+    '</title><rect class="wait{retried}" x="{wait_x}" width="{wait_width}" y="3" height="6"/>'
+    '<rect class="ran" x="{run_x}" width="{run_width}" y="0" height="12"/></svg>'
+)
+
+
+def step_rows(steps: list[Any], step_url: str) -> SafeString:
+    """The timeline's rows, one <li> per step, built here rather than in a template
+    loop: at 200 steps the template tags cost more than everything else on the page.
+    `step_url` is a step page's URL with "{position}" where the position goes."""
+    rows = []
+    for step in steps:
+        bar = getattr(step, "bar", None)
+        bar_html = (
+            BAR.format(
+                title=escape(bar.title),
+                retried=" wait-retried" if step.attempts > 1 else "",
+                wait_x=bar.wait_x,
+                wait_width=bar.wait_width,
+                run_x=bar.run_x,
+                run_width=bar.run_width,
+            )
+            if bar
+            else '<span class="bar-none"></span>'
+        )
+        rows.append(
+            STEP_ROW.format(
+                kind=escape(step.kind),
+                failed=" step-error" if step.failed else "",
+                position=step.position,
+                url=step_url.replace("{position}", str(step.position)),
+                name=escape(step.name),
+                attempts=(
+                    f'<span class="attempts">{step.attempts} attempts</span>'
+                    if step.attempts > 1
+                    else "1 attempt"
+                ),
+                duration=escape(step.duration_text),
+                origin=_origin(step),
+                bar=bar_html,
+            )
+        )
+    return mark_safe("".join(rows))  # noqa: S308 - every value above is escaped or ours
+
+
+def _origin(step: Any) -> str:
+    if step.copied:
+        return "reused from the parent run"
+    if step.replays:
+        return f"executed, replayed {step.replays} time{'s' if step.replays != 1 else ''}"
+    return "executed"

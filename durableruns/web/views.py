@@ -8,6 +8,7 @@ from django.db import connection
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
@@ -18,7 +19,7 @@ from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import RESUMABLE
 from . import keyset
 from .filters import FilterError, RunFilters, moment
-from .timeline import duration_text, pending_bar, timeline
+from .timeline import duration_text, pending_bar, step_rows, timeline
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
@@ -190,6 +191,7 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     return {
         "run": record,
         "steps": steps,
+        "step_rows": step_rows(steps, _step_url(record)),
         "effects": effects,
         "recorded_positions": {step.position for step in steps},
         "budget": _budget(record, steps),
@@ -200,6 +202,11 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
         "can_cancel": can_operate and not record.is_terminal,
         "can_resume": can_operate and record.status in RESUMABLE,
     }
+
+
+def _step_url(record: Run) -> str:
+    """A step page's URL with "{position}" in place of the position: one reverse()."""
+    return reverse("run-step", args=[record.id, 0]).removesuffix("0/") + "{position}/"
 
 
 def _pending(record: Run, effects: list[Effect], axis: dict[str, Any]) -> dict[str, Any]:
