@@ -249,6 +249,9 @@ def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: Re
 # --- Fork ------------------------------------------------------------------------
 
 
+KEEP_OUTPUT = object()  # fork(output=...) default: the recorded outcome is kept
+
+
 class ForkError(UsageError):
     """The fork cannot be made (position out of range, agent version gone)."""
 
@@ -266,17 +269,24 @@ def fork(
     created_by: Any = None,
     sandbox: bool = False,
     input: Any = None,
+    output: Any = KEEP_OUTPUT,
 ) -> RunRecord:
     """A new run that reuses `run`'s recorded steps before `position` and executes from there.
 
     In sandbox mode the fork does not call write tools; it records what they would
     have been called with (see _EffectCall in engine.context). `input`, when given,
     replaces the parent's input (validated and redacted like a new run's); the steps
-    reused before `position` are still the parent's. Call it inside the caller's
-    transaction when the fork must commit with something else (an audit row)."""
+    reused before `position` are still the parent's. `output`, when given, replaces the
+    recorded outcome of the last reused step (position - 1), so the fork goes on from
+    an edited state. Call it inside the caller's transaction when the fork must commit
+    with something else (an audit row)."""
     _check_fork(run, position)
     run_input = run.input if input is None else fork_input(input)
     copied = list(run.steps.filter(position__lt=position).order_by("position"))
+    if output is not KEEP_OUTPUT:
+        if not copied:
+            raise ForkError("there is no reused step whose output could be edited at step 0")
+        copied[-1].result, copied[-1].error = fork_output(output), None
     with transaction.atomic():
         child = RunRecord.objects.create(
             id=_fork_id(run.id),
@@ -294,6 +304,15 @@ def fork(
         Step.objects.bulk_create([_copy_step(step, child) for step in copied])
         doorbell.ring(child.id)
     return child
+
+
+def fork_output(value: Any) -> Any:
+    """An edited step output for a fork, as it would be stored (redacted, size-checked)."""
+    try:
+        store.encode(value)
+    except UsageError as exc:
+        raise ForkError(f"the edited output cannot be stored: {exc}") from None
+    return store.redacted(value)
 
 
 def fork_input(value: Any) -> Any:
@@ -347,6 +366,7 @@ def _copy_step(step: Step, child: RunRecord) -> Step:
 
 __all__ = [
     "DIVERGED",
+    "KEEP_OUTPUT",
     "REPLAYED",
     "WOULD_EXECUTE",
     "DryRun",
@@ -355,5 +375,7 @@ __all__ = [
     "ReplayReport",
     "dry_replay",
     "fork",
+    "fork_input",
+    "fork_output",
     "fork_preview",
 ]

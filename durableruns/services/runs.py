@@ -98,13 +98,17 @@ def fork(
     user: Any,
     sandbox: bool = False,
     input: Any = None,
+    output: Any = replay.KEEP_OUTPUT,
     reason: str = "",
 ) -> Run:
     """A new run reusing `run`'s steps before `position` (engine.replay.fork), audited;
-    `input` replaces the parent's input (the audit keeps both, as stored)."""
+    `input` replaces the parent's input and `output` the last reused step's outcome
+    (the audit keeps both versions, as stored)."""
     created_by = user if getattr(user, "is_authenticated", False) else None
     with transaction.atomic():
-        child = replay.fork(run, position, created_by=created_by, sandbox=sandbox, input=input)
+        child = replay.fork(
+            run, position, created_by=created_by, sandbox=sandbox, input=input, output=output
+        )
         after: dict[str, Any] = {
             "fork": child.id,
             "position": position,
@@ -114,6 +118,12 @@ def fork(
         before: dict[str, Any] = {"run": run.id, "status": run.status}
         if input is not None:
             before["input"], after["input"] = run.input, child.input
+        if output is not replay.KEEP_OUTPUT:
+            edited = child.steps.get(position=position - 1)
+            parents = run.steps.get(position=position - 1)
+            before["output"] = {"step": position - 1, "result": parents.result}
+            before["output"]["error"] = parents.error
+            after["output"] = {"step": position - 1, "result": edited.result}
         audit.record(user, "run.fork", run, before=before, after=_with_reason(after, reason))
     return child
 

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import roles
-from ..engine.replay import ForkError, fork_input, fork_preview
+from ..engine.replay import KEEP_OUTPUT, ForkError, fork_input, fork_output, fork_preview
 from ..models import Run
 from ..services import runs as operations
 from .filters import FilterError, RunFilters
@@ -195,9 +195,17 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
     query = request.POST if request.method == "POST" else request.GET
     position = _position(query.get("position", ""))
     input_text = query.get("input", "")
-    context: dict[str, Any] = {"run": record, "position": position, "input_text": input_text}
+    output_text = query.get("output", "")
+    context: dict[str, Any] = {
+        "run": record,
+        "position": position,
+        "input_text": input_text,
+        "output_text": output_text,
+    }
     try:
         edited = _edited_input(record, input_text)
+        output = _edited_output(record, position, output_text)
+        context["edited_output"] = output is not KEEP_OUTPUT
         if request.method == "POST" and "check" not in query:
             child = operations.fork(
                 record,
@@ -205,9 +213,15 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
                 user=request.user,
                 sandbox=query.get("sandbox") == "on",
                 input=edited,
+                output=output,
                 reason=query.get("reason", "").strip()[:500],
             )
             changed = " with edited input" if edited is not None else ""
+            changed += (
+                " with an edited output of the last reused step"
+                if output is not KEEP_OUTPUT
+                else ""
+            )
             messages.success(request, f"Forked run {record.id} from step {position}{changed}.")
             return redirect(child)
         recorded = record.steps.count()
@@ -235,15 +249,39 @@ def _edited_input(record: Run, text: str) -> Any:
     return None if stored == record.input else stored
 
 
+def _edited_output(record: Run, position: int, text: str) -> Any:
+    """The edited output of the last reused step as it would be stored, or KEEP_OUTPUT."""
+    if not text.strip() or position < 1:
+        return KEEP_OUTPUT
+    if "\x00" in text or len(text) > MAX_INPUT_TEXT:
+        raise ForkError(f"the edited output must be under {MAX_INPUT_TEXT} characters, without NUL")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ForkError("the edited output is not valid JSON") from None
+    stored = fork_output(value)
+    last = record.steps.filter(position=position - 1).values("result").first()
+    if last is None or stored == last["result"]:  # the form as shown: nothing edited
+        return KEEP_OUTPUT
+    return stored
+
+
 def _fork_form(context: dict[str, Any], record: Run, edited: Any = None) -> dict[str, Any]:
-    """What the form shows: the edited input if any, else the parent's, as stored."""
+    """What the form shows: the edited input and output if any, else the recorded ones."""
     context["edited"] = edited
-    context["shown_input"] = json.dumps(
-        record.input if edited is None else edited, indent=2, sort_keys=True, ensure_ascii=False
-    )
-    if context.get("error") and context["input_text"]:
-        context["shown_input"] = context["input_text"]  # give back what was typed
+    context["shown_input"] = _pretty(record.input if edited is None else edited)
+    position = context["position"]
+    last = record.steps.filter(position=position - 1).first() if position >= 1 else None
+    context["last_reused"] = last
+    if last is not None:
+        context["shown_output"] = context["output_text"] or _pretty(last.result)
+    if context.get("error"):  # give back what was typed
+        context["shown_input"] = context["input_text"] or context["shown_input"]
     return context
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def _position(text: str) -> int:

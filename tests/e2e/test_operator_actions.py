@@ -30,7 +30,7 @@ def test_an_operator_forks_with_an_edited_input(page, processes, live_server, bo
     page.select_option("select[name=position]", "1")
     page.get_by_role("button", name="Fork…").click()
     page.locator("#fork-input").fill('{"text": "as meant"}')
-    page.get_by_role("button", name="Check the edited input").click()
+    page.get_by_role("button", name="Check the edits").click()
     expect(page.locator("#fork-notes")).to_contain_text("edited input")
     expect(page.locator("#fork-input")).to_have_value('{\n  "text": "as meant"\n}')
     page.get_by_label("Reason (audited)").fill("the customer meant another note")

@@ -159,3 +159,39 @@ def test_it_refuses_a_malformed_edited_input_and_forks_nothing(client, bob, fini
     assert response.status_code == 400
     assert says in response.content.decode()
     assert not Run.objects.filter(parent=finished).exists()
+
+
+def test_an_operator_forks_with_an_edited_output_of_the_last_reused_step(client, bob, finished):
+    client.force_login(bob)
+    url = reverse("run-fork", args=[finished.id])
+    form = {"position": 1, "output": '"prepared by hand"', "reason": "fix the state"}
+    preview = client.post(url, {**form, "check": "1"}).content.decode()
+    assert "is reused with the <strong>edited output</strong>" in preview
+    client.post(url, form)
+    child = Run.objects.get(parent=finished)
+    assert child.steps.get(position=0).result == "prepared by hand"
+    assert executor.advance(child.id) == Run.Status.SUCCEEDED
+    assert Run.objects.get(pk=child.id).result["prepared"] == "prepared by hand"
+    event = AuditEvent.objects.get(action="run.fork")
+    assert event.before["output"]["result"] == "prepared"
+    assert event.after["output"] == {"step": 0, "result": "prepared by hand"}
+
+
+def test_an_unchanged_output_field_forks_as_recorded(client, bob, finished):
+    client.force_login(bob)
+    client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "output": '"prepared"'})
+    child = Run.objects.get(parent=finished)
+    assert "output" not in AuditEvent.objects.get(action="run.fork").after
+    assert child.steps.get(position=0).result == "prepared"
+
+
+def test_it_refuses_an_edited_output_that_is_not_json(client, bob, finished):
+    client.force_login(bob)
+    response = client.post(
+        reverse("run-fork", args=[finished.id]), {"position": 1, "output": "{oops"}
+    )
+    assert (
+        response.status_code == 400
+        and "edited output is not valid JSON" in response.content.decode()
+    )
+    assert not Run.objects.filter(parent=finished).exists()
