@@ -433,3 +433,12 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
     with django_assert_num_queries(9):
         response = client.get(_url(run))
     assert response.content.decode().count('class="step step-') == steps
+
+
+def test_the_timeline_escapes_step_names_and_kinds(client, alice):
+    run = make_run("hostile")
+    make_step(run, 0, name='"><svg onload=alert(1)>', kind="tool")
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert "<svg onload" not in body
+    assert "&quot;&gt;&lt;svg onload=alert(1)&gt;" in body
