@@ -102,6 +102,10 @@ class RunFilters:
             self._ids = sorted({self.q, self.q.split(":", 1)[0], *by_effect})
         return self._ids
 
+    def searches(self) -> bool:
+        """Whether a filter the status index cannot serve is set (see views._status_counts)."""
+        return bool(self.q or self.error or self.input)
+
     def invalid(self) -> list[str]:
         return [
             name

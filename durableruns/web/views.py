@@ -23,6 +23,7 @@ from .timeline import duration_text, pending_bar, step_rows, timeline
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
+SEARCH_CAP = 1_000
 MAX_POLLED_RUNS = 100
 NEW_RUNS_CAP = 99
 
@@ -68,17 +69,38 @@ def _poll_query(filters: RunFilters, rows: list[Run], first_page: bool) -> str:
 
 def _status_counts(filters: RunFilters) -> list[dict[str, Any]]:
     """How many runs in each status, under every filter but the status itself."""
-    found = _capped_counts(filters.apply(Run.objects.all(), with_status=False).order_by())
-    return [
-        {
-            "status": value,
-            "label": label,
-            "count": found.get(value, 0),
-            "shown": f"{COUNT_CAP:,}+" if found.get(value, 0) > COUNT_CAP else found.get(value, 0),
-            "query": filters.query(status=value, cursor=""),
-        }
-        for value, label in Run.Status.choices
-    ]
+    runs = filters.apply(Run.objects.all(), with_status=False).order_by()
+    if filters.searches():
+        found, capped = _searched_counts(runs)
+    else:
+        found, capped = _capped_counts(runs), set()
+    counts = []
+    for value, label in Run.Status.choices:
+        count = found.get(value, 0)
+        if count > COUNT_CAP:
+            shown = f"{COUNT_CAP:,}+"
+        else:
+            shown = f"{count:,}+" if value in capped else str(count)
+        query = filters.query(status=value, cursor="")
+        counts.append(
+            {"status": value, "label": label, "count": count, "shown": shown, "query": query}
+        )
+    return counts
+
+
+def _searched_counts(runs: QuerySet[Run]) -> tuple[dict[str, int], set[str]]:
+    """Counts under a search (id prefix, error text, input JSON): the first SEARCH_CAP + 1
+    matches of any status, grouped. One bounded scan instead of one per status, which
+    such filters cannot serve from the status index; past the cap the counts are lower
+    bounds, marked "+"."""
+    sql, params = runs.values("status")[: SEARCH_CAP + 1].query.sql_with_params()
+    with connection.cursor() as cursor:
+        # `sql` is compiled by the ORM with its values as parameters.
+        counting = f"SELECT status, COUNT(*) FROM ({sql}) AS capped GROUP BY status"  # noqa: S608
+        cursor.execute(counting, params)
+        found = dict(cursor.fetchall())
+    capped = set(Run.Status.values) if sum(found.values()) > SEARCH_CAP else set()
+    return found, capped
 
 
 def _capped_counts(runs: QuerySet[Run]) -> dict[str, int]:

@@ -303,3 +303,15 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
     with django_assert_num_queries(6):
         response = client.get(URL)
     assert len(_shown(response)) == rows
+
+
+def test_counts_under_a_search_are_bounded_and_marked_as_lower_bounds(client, bob, monkeypatch):
+    monkeypatch.setattr(views, "SEARCH_CAP", 2)
+    for index in range(4):
+        make_run(f"batch-{index}", status=Run.Status.FAILED)
+    make_run("other", status=Run.Status.FAILED)
+    client.force_login(bob)
+    body = client.get(URL, {"q": "batch-"}).content.decode()
+    assert '<strong data-status-count="failed">3+</strong>' in body
+    exact = client.get(URL, {"q": "other"}).content.decode()
+    assert '<strong data-status-count="failed">1</strong>' in exact
