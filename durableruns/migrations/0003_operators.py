@@ -1,5 +1,6 @@
-"""Indexes for the operators' runs list on Postgres: run-id prefix search, JSON
-containment on the input, and substring search in error messages (trigrams).
+"""Indexes for the operators' runs list on Postgres: JSON containment on the input,
+and substring search in error messages (trigrams). Run-id prefix search needs none:
+Django already gives the primary key a varchar_pattern_ops index.
 
 Postgres-only SQL, so the model state is unchanged and SQLite (the demo) skips it.
 pg_trgm needs CREATE privilege on the database; where it cannot be created the
@@ -12,7 +13,6 @@ from django.db import DatabaseError, migrations, transaction
 log = logging.getLogger(__name__)
 
 INDEXES = """
-CREATE INDEX IF NOT EXISTS run_id_prefix ON durableruns_run (id varchar_pattern_ops);
 CREATE INDEX IF NOT EXISTS run_input_gin ON durableruns_run USING gin (input jsonb_path_ops);
 """
 TRIGRAMS = """
@@ -21,7 +21,6 @@ CREATE INDEX IF NOT EXISTS run_error_message ON durableruns_run
     USING gin (upper(error ->> 'message') gin_trgm_ops) WHERE error IS NOT NULL;
 """
 BACKWARD = """
-DROP INDEX IF EXISTS run_id_prefix;
 DROP INDEX IF EXISTS run_input_gin;
 DROP INDEX IF EXISTS run_error_message;
 """
