@@ -84,7 +84,7 @@ def test_a_retrying_step_shows_its_attempt_and_next_retry(page, processes, live_
     retrying = {**AGENT_MODULES, "DURABLERUNS_RETRY_MAX_ATTEMPTS": "50"}
     processes.worker(extra_env={**retrying, "DURABLERUNS_RETRY_BASE_DELAY": "4"})
     processes.beat()
-    run, _ = start_run("t-flaky", {}, run_id="e2e-flaky")
+    run, _ = start_run("t-always-flaky", {}, run_id="e2e-flaky")
     log_in(page, live_server.url, "bob", f"/runs/{run.id}/")
     retry = page.locator("#pending-retry")
     expect(retry).to_contain_text("Step #1 is retrying: attempt", timeout=30_000)

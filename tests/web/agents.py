@@ -60,7 +60,7 @@ def _flaky(name: str) -> str:
     raise dr.TransientError(f"{name}: the provider timed out")
 
 
-@dr.agent("t-flaky", version="1", max_steps=10)
+@dr.agent("t-always-flaky", version="1", max_steps=10)
 def flaky_bot(run: dr.Run, task: dict) -> dict:
     """A step that keeps failing transiently, so the run sits in retry backoff."""
     run.step("prepare", _value, "prepared")
