@@ -19,6 +19,11 @@ so the script follows the dashboard as it changes:
 - run detail, 50 steps:    reverse("run", args=["big-run-50-steps"]), 5 effects: the
                            same query count as the 10-step page, or it has an N+1
 - effect-key search:       reverse("effects") + "?key=<an idempotency key>"
+- runs list, id prefix:    "?q=" the first 11 characters of a run id (100 runs match)
+- runs list, input JSON:   "?input=" {"order_id": <one run's>} (1 match) and
+                           {"channel": "email"} (a third of the runs match)
+- runs list, error text:   "?error=timed out" (1 in 7 failed runs) and "?error=declined"
+- run detail, 200 steps:   reverse("run", args=["big-run-200-steps"]), 20 effects
 A page whose route or link does not exist in this branch is reported as such.
 """
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import json
 import os
 import re
 import time
@@ -61,6 +67,17 @@ def status_of(i: int) -> str:
     if i % 50 == 7:
         return "failed"
     return "succeeded"
+
+
+CHANNELS = ("web", "email", "chat")
+
+
+def error_of(i: int) -> str | None:
+    if status_of(i) != "failed":
+        return None
+    if i % 7 == 0:
+        return f'{{"type": "RetriesExhausted", "message": "provider timed out for A-{i}"}}'
+    return f'{{"type": "PermanentError", "message": "card declined for order A-{i}"}}'
 
 
 def measure(quick: bool) -> dict[str, Any]:
@@ -114,7 +131,7 @@ def generate(conn: Any, runs: int) -> None:
         conn, f"FROM durableruns_run r CROSS JOIN generate_series(0, {STEPS_PER_RUN - 1}) AS p"
     )
     _insert_effects(conn, "FROM durableruns_run r CROSS JOIN (VALUES (5)) AS e(p)")
-    _add_big_run(conn)
+    _add_big_runs(conn)
     for statement in dropped:
         conn.execute(statement)
     # Vacuum sets the visibility map (index-only scans) where pages list rows; the
@@ -187,8 +204,9 @@ def _copy_runs(conn: Any, runs: int) -> None:
         "id": run_id,
         "agent": lambda i: "refund-bot",
         "agent_version": lambda i: "1",
-        "input": lambda i: f'{{"order_id": "A-{i}"}}',
+        "input": lambda i: f'{{"order_id": "A-{i}", "channel": "{CHANNELS[i % 3]}"}}',
         "status": status_of,
+        "error": error_of,
         "result": lambda i: '{"ok": true}' if status_of(i) == "succeeded" else None,
         "max_steps": lambda i: 20,
         "max_duration_seconds": lambda i: 1800,
@@ -290,10 +308,17 @@ def _effect_key_sql(run_column: str, position: str) -> str:
 
 BIG_RUN = "big-run-50-steps"
 BIG_STEPS = 50
+HUGE_RUN = "big-run-200-steps"
+HUGE_STEPS = 200
 
 
-def _add_big_run(conn: Any) -> None:
-    """One run with 5x the steps and effects: its page must cost the same number of queries."""
+def _add_big_runs(conn: Any) -> None:
+    _add_big_run(conn, BIG_RUN, BIG_STEPS)
+    _add_big_run(conn, HUGE_RUN, HUGE_STEPS)
+
+
+def _add_big_run(conn: Any, big_run: str, big_steps: int) -> None:
+    """One run with many steps and effects: its page must cost the same number of queries."""
     columns = [
         c
         for (c,) in conn.execute(
@@ -306,15 +331,15 @@ def _add_big_run(conn: Any) -> None:
         # Column names come from the catalogue, values are parameters.
         f"INSERT INTO durableruns_run (id, {names}) SELECT %s, {names} "  # noqa: S608
         "FROM durableruns_run WHERE id = %s",
-        [BIG_RUN, run_id(1)],
+        [big_run, run_id(1)],
     )
-    where = f"WHERE r.id = '{BIG_RUN}'"
+    where = f"WHERE r.id = '{big_run}'"
     _insert_steps(
-        conn, f"FROM durableruns_run r CROSS JOIN generate_series(0, {BIG_STEPS - 1}) AS p {where}"
+        conn, f"FROM durableruns_run r CROSS JOIN generate_series(0, {big_steps - 1}) AS p {where}"
     )
     _insert_effects(
         conn,
-        f"FROM durableruns_run r CROSS JOIN generate_series(5, {BIG_STEPS - 1}, "
+        f"FROM durableruns_run r CROSS JOIN generate_series(5, {big_steps - 1}, "
         f"10) AS e(p) {where}",
     )
 
@@ -360,12 +385,19 @@ def _page_urls(client: Any, middle: int, effect_key: str) -> dict[str, str]:
     runs_url = _reverse("runs")
     detail = _reverse("run", run_id(middle))
     effects = _reverse("effects")
+    one = f"A-{middle}"
     return {
         "runs_first_page": runs_url or "no route named 'runs'",
         "runs_filtered": f"{runs_url}?status=failed" if runs_url else "no route named 'runs'",
         "runs_deep_page": _deep_url(client, runs_url, middle) if runs_url else "no runs list",
         "run_detail": detail or "no route named 'run'",
         "run_detail_50_steps": _reverse("run", BIG_RUN) or "no route named 'run'",
+        "runs_id_prefix": f"{runs_url}?{urlencode({'q': run_id(middle)[:12]})}",
+        "runs_input_one": f"{runs_url}?{urlencode({'input': json.dumps({'order_id': one})})}",
+        "runs_input_third": f"{runs_url}?{urlencode({'input': json.dumps({'channel': 'email'})})}",
+        "runs_error_rare": f"{runs_url}?{urlencode({'error': 'timed out'})}",
+        "runs_error_common": f"{runs_url}?{urlencode({'error': 'declined'})}",
+        "run_detail_200_steps": _reverse("run", HUGE_RUN) or "no route named 'run'",
         "effect_key_search": (
             f"{effects}?{urlencode({'key': effect_key})}"
             if effects

@@ -21,6 +21,7 @@ urlpatterns = [
     path("effects/", ledger.effects, name="effects"),
     path("escalations/", ledger.escalations, name="escalations"),
     path("escalations/<int:effect_id>/resolve/", ledger.resolve, name="escalation-resolve"),
+    path("escalations/<int:effect_id>/lookup/", ledger.lookup, name="escalation-lookup"),
     path("login/", login_throttle.login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", monitoring.healthz, name="healthz"),

@@ -60,6 +60,12 @@ def seed() -> None:
     )
     for order in ("A-1001", "A-1003"):
         start_run("refund-bot", {"order_id": order, "payments": "lookup"}, run_id=f"refund-{order}")
+    # Fails transiently four times: photographed while it waits for its next attempt.
+    start_run(
+        "refund-bot",
+        {"order_id": "A-1003", "payments": "dedupe", "fail_first": 4},
+        run_id="refund-retrying-A-1003",
+    )
     for topic in ("durable execution", "idempotency keys", "htmx dashboards"):
         start_run("research-bot", {"topic": topic}, run_id=f"research-{topic.replace(' ', '-')}")
     _wait(
@@ -76,6 +82,7 @@ def shoot(base: str) -> None:
     from playwright.sync_api import sync_playwright
 
     pages = {
+        "run-live.png": "/runs/refund-retrying-A-1003/",
         "runs.png": "/",
         "run.png": "/runs/demo-research/",
         "run-timeline.png": "/runs/demo-research/#steps",
@@ -96,8 +103,14 @@ def shoot(base: str) -> None:
         page.wait_for_url(f"{base}/")
         for name, path in pages.items():
             page.goto(base + path)
+            if name == "run-live.png":
+                page.locator("#pending-retry").wait_for(timeout=60_000)
             if name == "run-timeline.png":
                 page.locator("h2:has-text('Steps')").evaluate("h => h.scrollIntoView()")
+            if name == "escalations.png":
+                page.locator("h3:has-text('Evidence')").first.evaluate(
+                    "h => h.scrollIntoView({block: 'center'})"
+                )
             page.screenshot(path=str(OUT / name), full_page=False)
             print("saved", OUT / name)
         browser.close()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import views
 
@@ -14,6 +14,16 @@ urlpatterns = [
             SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[])
         ),
         name="api-schema",
+    ),
+    # Browsable docs (Swagger UI from drf-spectacular-sidecar), public like the schema.
+    path(
+        "docs/",
+        login_not_required(
+            SpectacularSwaggerSplitView.as_view(
+                url_name="api-schema", authentication_classes=[], permission_classes=[]
+            )
+        ),
+        name="api-docs",
     ),
     path("runs/", views.runs, name="api-runs"),
     path("runs/<str:run_id>/", views.run_detail, name="api-run"),

@@ -251,6 +251,9 @@ def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: Re
 # --- Fork ------------------------------------------------------------------------
 
 
+KEEP_OUTPUT = object()  # fork(output=...) default: the recorded outcome is kept
+
+
 class ForkError(UsageError):
     """The fork cannot be made (position out of range, agent version gone)."""
 
@@ -282,26 +285,36 @@ def fork(
     created_by: Any = None,
     sandbox: bool = False,
     ask_again: frozenset[int] = frozenset(),
+    input: Any = None,
+    output: Any = KEEP_OUTPUT,
 ) -> RunRecord:
     """A new run that reuses `run`'s recorded steps before `position` and executes from there.
 
     The approval steps at `ask_again` are not copied: the fork opens a fresh approval
     there and waits for a reviewer before going on. In sandbox mode the fork does not
     call write tools; it records what they would have been called with (see _EffectCall
-    in engine.context). Call it inside the caller's transaction when the fork must
-    commit with something else (an audit row)."""
+    in engine.context). `input`, when given, replaces the parent's input (validated and
+    redacted like a new run's); the steps reused before `position` are still the
+    parent's. `output`, when given, replaces the recorded outcome of the last reused step
+    (position - 1), so the fork goes on from an edited state. Call it inside the caller's
+    transaction when the fork must commit with something else (an audit row)."""
     _check_fork(run, position)
+    run_input = run.input if input is None else fork_input(input)
     copied = [
         step
         for step in run.steps.filter(position__lt=position).order_by("position")
         if step.position not in ask_again
     ]
+    if output is not KEEP_OUTPUT:
+        if not copied or copied[-1].position != position - 1:
+            raise ForkError("there is no reused step before the fork point whose output to edit")
+        copied[-1].result, copied[-1].error = fork_output(output), None
     with transaction.atomic():
         child = RunRecord.objects.create(
             id=_fork_id(run.id),
             agent=run.agent,
             agent_version=run.agent_version,
-            input=run.input,
+            input=run_input,
             max_steps=run.max_steps,
             max_duration_seconds=run.max_duration_seconds,
             parent=run,
@@ -313,6 +326,27 @@ def fork(
         Step.objects.bulk_create([_copy_step(step, child) for step in copied])
         doorbell.ring(child.id)
     return child
+
+
+def fork_output(value: Any) -> Any:
+    """An edited step output for a fork, as it would be stored (redacted, size-checked)."""
+    try:
+        store.encode(value)
+    except UsageError as exc:
+        raise ForkError(f"the edited output cannot be stored: {exc}") from None
+    return store.redacted(value)
+
+
+def fork_input(value: Any) -> Any:
+    """An edited input for a fork, as it would be stored: a JSON object within the
+    payload limits, secrets redacted. Raises ForkError otherwise."""
+    if not isinstance(value, dict):
+        raise ForkError(f"a fork's input must be a JSON object, not {type(value).__name__}")
+    try:
+        store.encode(value)
+    except UsageError as exc:
+        raise ForkError(f"the edited input cannot be stored: {exc}") from None
+    return store.redacted(value)
 
 
 def _check_fork(run: RunRecord, position: int) -> None:
@@ -354,6 +388,7 @@ def _copy_step(step: Step, child: RunRecord) -> Step:
 
 __all__ = [
     "DIVERGED",
+    "KEEP_OUTPUT",
     "REPLAYED",
     "WOULD_EXECUTE",
     "DryRun",
@@ -363,5 +398,7 @@ __all__ = [
     "approvals_to_ask_again",
     "dry_replay",
     "fork",
+    "fork_input",
+    "fork_output",
     "fork_preview",
 ]

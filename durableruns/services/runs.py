@@ -42,7 +42,7 @@ def start(
     return run, created
 
 
-def cancel(run: Run, *, user: Any) -> bool:
+def cancel(run: Run, *, user: Any, reason: str = "") -> bool:
     """Stop a run that has not finished. Bumping the fence makes a worker that is
     executing it now fail its next write, so it stops before its next effect."""
     with transaction.atomic():
@@ -66,7 +66,9 @@ def cancel(run: Run, *, user: Any) -> bool:
                 "run.cancel",
                 run,
                 before={"status": run.status},
-                after={"status": Status.CANCELLED, "closed_approvals": closed},
+                after=_with_reason(
+                    {"status": Status.CANCELLED, "closed_approvals": closed}, reason
+                ),
             )
     return bool(changed)
 
@@ -92,7 +94,7 @@ def resumable() -> Q:
     return Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
 
 
-def resume(run: Run, *, user: Any) -> bool:
+def resume(run: Run, *, user: Any, reason: str = "") -> bool:
     """Continue a run from its last checkpoint (same keys), if it is `resumable()`."""
     with transaction.atomic():
         changed = Run.objects.filter(resumable(), pk=run.pk).update(
@@ -109,20 +111,30 @@ def resume(run: Run, *, user: Any) -> bool:
                 "run.resume",
                 run,
                 before={"status": run.status},
-                after={"status": Status.QUEUED},
+                after=_with_reason({"status": Status.QUEUED}, reason),
             )
             doorbell.ring(run.pk)
     return bool(changed)
 
 
 def fork(
-    run: Run, position: int, *, user: Any, sandbox: bool = False, reuse_approvals: bool = False
+    run: Run,
+    position: int,
+    *,
+    user: Any,
+    sandbox: bool = False,
+    reuse_approvals: bool = False,
+    input: Any = None,
+    output: Any = replay.KEEP_OUTPUT,
+    reason: str = "",
 ) -> Run:
     """A new run reusing `run`'s steps before `position` (engine.replay.fork), audited.
 
     Approved approvals before `position` that guard effects the fork executes again
     are asked again (a fresh approval, before those effects), unless the forking
-    person may approve and says so (`reuse_approvals`). Either way the audit says which."""
+    person may approve and says so (`reuse_approvals`); the audit says which. `input`
+    replaces the parent's input and `output` the last reused step's outcome (the audit
+    keeps both versions, as stored)."""
     created_by = user if getattr(user, "is_authenticated", False) else None
     guarding = [
         step.position for step in replay.approvals_to_ask_again(run, position, sandbox=sandbox)
@@ -135,23 +147,37 @@ def fork(
     ask_again = frozenset() if reuse_approvals else frozenset(guarding)
     with transaction.atomic():
         child = replay.fork(
-            run, position, created_by=created_by, sandbox=sandbox, ask_again=ask_again
-        )
-        audit.record(
-            user,
-            "run.fork",
             run,
-            before={"run": run.id, "status": run.status},
-            after={
-                "fork": child.id,
-                "position": position,
-                "sandbox": sandbox,
-                "steps_reused": child.steps.count(),
-                "approvals_asked_again": sorted(ask_again),
-                "approvals_reused_by_forker": guarding if reuse_approvals else [],
-            },
+            position,
+            created_by=created_by,
+            sandbox=sandbox,
+            ask_again=ask_again,
+            input=input,
+            output=output,
         )
+        after: dict[str, Any] = {
+            "fork": child.id,
+            "position": position,
+            "sandbox": sandbox,
+            "steps_reused": child.steps.count(),
+            "approvals_asked_again": sorted(ask_again),
+            "approvals_reused_by_forker": guarding if reuse_approvals else [],
+        }
+        before: dict[str, Any] = {"run": run.id, "status": run.status}
+        if input is not None:
+            before["input"], after["input"] = run.input, child.input
+        if output is not replay.KEEP_OUTPUT:
+            edited = child.steps.get(position=position - 1)
+            parents = run.steps.get(position=position - 1)
+            before["output"] = {"step": position - 1, "result": parents.result}
+            before["output"]["error"] = parents.error
+            after["output"] = {"step": position - 1, "result": edited.result}
+        audit.record(user, "run.fork", run, before=before, after=_with_reason(after, reason))
     return child
+
+
+def _with_reason(after: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {**after, "reason": reason} if reason else after
 
 
 def dry_replay(run_or_export: Run | Mapping[str, Any]) -> replay.ReplayReport:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from django import template
+from django.utils import timezone
 
 register = template.Library()
 
@@ -33,3 +34,12 @@ def seconds(value: float) -> str:
     if value < 3600:
         return f"{int(value // 60)} min {int(value % 60)} s"
     return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"
+
+
+@register.filter
+def run_duration(run: Any) -> str:
+    """How long a run took, or has been going: empty before it started."""
+    if run.started_at is None:
+        return ""
+    end = run.finished_at or timezone.now()
+    return seconds(max((end - run.started_at).total_seconds(), 0.0))

@@ -7,8 +7,11 @@ conditional updates, so a repeated click is harmless, and they audit themselves.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.contrib import messages
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
@@ -16,23 +19,53 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import roles
-from ..engine.replay import ForkError, approvals_to_ask_again, fork_preview
+from ..engine.replay import (
+    KEEP_OUTPUT,
+    ForkError,
+    approvals_to_ask_again,
+    fork_input,
+    fork_output,
+    fork_preview,
+)
 from ..models import Run
 from ..services import runs as operations
-from .filters import RunFilters
+from .filters import FilterError, RunFilters
 from .views import run_context
 
-# Each run is its own audited transaction; a larger batch is repeated by the operator.
+# Each run is its own audited transaction; a larger batch goes on in further requests
+# (the confirmation page chains them with htmx and shows the progress).
 BULK_LIMIT = 500
+MAX_INPUT_TEXT = 100_000
+MAX_REASON = 500
+
+
+def _fork_from_failure(record: Run, *, user: Any, reason: str = "") -> bool:
+    """Fork a finished run from its failed step (or after its last step), so the
+    failure is tried again with the code deployed now."""
+    failed = (
+        record.steps.filter(error__isnull=False).order_by("position").values_list("position")
+    ).first()
+    position = failed[0] if failed else record.steps.count()
+    operations.fork(record, position, user=user, reason=reason)
+    return True
+
+
 BULK_ACTIONS = {
     "cancel": ("Cancel", operations.cancel),
     "resume": ("Resume", operations.resume),
+    "fork": ("Fork", _fork_from_failure),
 }
 
 
 def _eligible(action: str, queryset: QuerySet[Run]) -> QuerySet[Run]:
     if action == "cancel":
         return queryset.exclude(status__in=Run.TERMINAL)
+    if action == "fork":
+        # A run forked already is left out, so a batch that goes on cannot fork it twice.
+        forked = Run.objects.filter(parent=OuterRef("pk"))
+        return queryset.filter(status__in=(Run.Status.FAILED, Run.Status.CANCELLED)).exclude(
+            Exists(forked)
+        )
     return queryset.filter(operations.resumable())
 
 
@@ -47,7 +80,7 @@ def _after_action(request: HttpRequest, record: Run) -> HttpResponse:
 @roles.permission_required(roles.OPERATE_RUNS)
 def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     record = get_object_or_404(Run, pk=run_id)
-    if operations.cancel(record, user=request.user):
+    if operations.cancel(record, user=request.user, reason=request.POST.get("reason", "")[:500]):
         messages.success(request, f"Cancelled run {record.id}.")
     else:
         messages.info(request, f"Run {record.id} had already finished; nothing to cancel.")
@@ -84,17 +117,37 @@ def _bulk_target(query: QueryDict) -> tuple[str, str, RunFilters, QuerySet[Run]]
 @require_http_methods(["GET", "POST"])
 @roles.permission_required(roles.OPERATE_RUNS)
 def bulk(request: HttpRequest) -> HttpResponse:
-    """GET: the confirmation page saying how many runs; POST: do it, then redirect."""
+    """GET: the confirmation page saying how many runs, and which filter; POST: do it
+    (with a reason, audited on every run), then redirect, or with htmx go on batch
+    by batch showing the progress."""
     query = request.POST if request.method == "POST" else request.GET
-    target = _bulk_target(query)
-    if target is None:
-        messages.error(request, "Choose an action: cancel or resume, selected or all matching.")
+    try:
+        target = _bulk_target(query)
+    except FilterError as exc:
+        messages.error(request, f"Not done: {exc}.")
         return redirect("runs")
+    if target is None:
+        messages.error(request, "Choose an action: cancel, resume or fork, selected or matching.")
+        return redirect("runs")
+    if query.get("do", "").endswith(":selected") and not query.getlist("run"):
+        messages.error(request, "Nothing selected: tick the runs to act on first.")
+        return redirect(f"{reverse('runs')}?{target[2].query()}")
     action, scope, filters, queryset = target
-    if request.method == "POST":
-        return _apply_bulk(request, action, filters, queryset)
+    reason = query.get("reason", "").strip()
+    context = _confirmation(action, scope, filters, queryset, query)
+    if request.method == "GET":
+        return render(request, "durableruns/runs_bulk.html", context)
+    if not reason or len(reason) > MAX_REASON or "\x00" in reason:
+        context["reason_error"] = f"Give a reason (1 to {MAX_REASON} characters); it is audited."
+        return render(request, "durableruns/runs_bulk.html", context, status=400)
+    return _apply_bulk(request, action, filters, queryset, reason)
+
+
+def _confirmation(
+    action: str, scope: str, filters: RunFilters, queryset: QuerySet[Run], query: QueryDict
+) -> dict[str, Any]:
     eligible = _eligible(action, queryset)
-    context = {
+    return {
         "action": action,
         "verb": BULK_ACTIONS[action][0],
         "scope": scope,
@@ -104,21 +157,30 @@ def bulk(request: HttpRequest) -> HttpResponse:
         "sample": list(eligible.order_by("created_at", "id")[:20]),
         "selected": query.getlist("run")[:BULK_LIMIT],
         "limit": BULK_LIMIT,
+        "reason": query.get("reason", "").strip()[:MAX_REASON],
     }
-    return render(request, "durableruns/runs_bulk.html", context)
 
 
 def _apply_bulk(
-    request: HttpRequest, action: str, filters: RunFilters, queryset: QuerySet[Run]
+    request: HttpRequest, action: str, filters: RunFilters, queryset: QuerySet[Run], reason: str
 ) -> HttpResponse:
     verb, operation = BULK_ACTIONS[action]
     targets = list(_eligible(action, queryset).order_by("created_at", "id")[:BULK_LIMIT])
-    done = sum(1 for record in targets if operation(record, user=request.user))
+    done = sum(1 for record in targets if operation(record, user=request.user, reason=reason))
+    remaining = _eligible(action, queryset).count() if len(targets) == BULK_LIMIT else 0
+    if request.htmx:
+        so_far = done + _count(request.POST.get("done_so_far", ""))
+        context = {"verb": verb, "done": so_far, "remaining": remaining, "filters": filters}
+        return render(request, "durableruns/runs_bulk.html#bulk-progress", context)
     text = f"{verb}: {done} run{pluralize(done)} changed."
-    if len(targets) == BULK_LIMIT:
-        text += f" At most {BULK_LIMIT} at a time: repeat for the rest."
+    if remaining:
+        text += f" {remaining} more match: repeat to go on ({BULK_LIMIT} at a time)."
     messages.success(request, text)
     return redirect(f"{reverse('runs')}?{filters.query()}")
+
+
+def _count(text: str) -> int:
+    return int(text) if text.isdigit() and len(text) < 10 else 0
 
 
 @require_GET
@@ -134,42 +196,102 @@ def replay(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @roles.permission_required(roles.OPERATE_RUNS)
 def fork(request: HttpRequest, run_id: str) -> HttpResponse:
-    """GET: which effects would execute again, with new keys; POST: make the fork."""
+    """GET (or POST with `check`): which effects would execute again, with new keys,
+    and the input the fork would get (edited or not); POST: make the fork."""
     record = get_object_or_404(Run, pk=run_id)
     query = request.POST if request.method == "POST" else request.GET
     position = _position(query.get("position", ""))
+    input_text = query.get("input", "")
+    output_text = query.get("output", "")
+    context: dict[str, Any] = {
+        "run": record,
+        "position": position,
+        "input_text": input_text,
+        "output_text": output_text,
+        "can_approve": request.user.has_perm(roles.DECIDE_APPROVALS),
+    }
     try:
-        if request.method == "POST":
+        edited = _edited_input(record, input_text)
+        output = _edited_output(record, position, output_text)
+        context["edited_output"] = output is not KEEP_OUTPUT
+        if request.method == "POST" and "check" not in query:
             child = operations.fork(
                 record,
                 position,
                 user=request.user,
                 sandbox=query.get("sandbox") == "on",
                 reuse_approvals=query.get("reuse_approvals") == "on",
+                input=edited,
+                output=output,
+                reason=query.get("reason", "").strip()[:500],
             )
-            messages.success(request, f"Forked run {record.id} from step {position}.")
+            changed = " with edited input" if edited is not None else ""
+            changed += (
+                " with an edited output of the last reused step"
+                if output is not KEEP_OUTPUT
+                else ""
+            )
+            messages.success(request, f"Forked run {record.id} from step {position}{changed}.")
             return redirect(child)
         recorded = record.steps.count()
         if not 0 <= position <= recorded:
             raise ForkError(f"fork position must be between 0 and {recorded} (the recorded steps)")
-        again = fork_preview(record, position)
-        steps = list(record.steps.filter(position__lt=position).order_by("position"))
+        context["again"] = fork_preview(record, position)
+        context["reused"] = list(record.steps.filter(position__lt=position).order_by("position"))
     except ForkError as exc:
-        return render(
-            request,
-            "durableruns/run_fork.html",
-            {"run": record, "error": str(exc), "position": position},
-            status=400,
-        )
-    context = {
-        "run": record,
-        "position": position,
-        "again": again,
-        "reused": steps,
-        "ask_again": approvals_to_ask_again(record, position),
-        "can_approve": request.user.has_perm(roles.DECIDE_APPROVALS),
-    }
-    return render(request, "durableruns/run_fork.html", context)
+        context["error"] = str(exc)
+        return render(request, "durableruns/run_fork.html", _fork_form(context, record), status=400)
+    return render(request, "durableruns/run_fork.html", _fork_form(context, record, edited))
+
+
+def _edited_input(record: Run, text: str) -> Any:
+    """The operator's edited input as it would be stored, or None when unchanged."""
+    if not text.strip():
+        return None
+    if "\x00" in text or len(text) > MAX_INPUT_TEXT:
+        raise ForkError(f"the edited input must be under {MAX_INPUT_TEXT} characters, without NUL")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ForkError("the edited input is not valid JSON") from None
+    stored = fork_input(value)
+    return None if stored == record.input else stored
+
+
+def _edited_output(record: Run, position: int, text: str) -> Any:
+    """The edited output of the last reused step as it would be stored, or KEEP_OUTPUT."""
+    if not text.strip() or position < 1:
+        return KEEP_OUTPUT
+    if "\x00" in text or len(text) > MAX_INPUT_TEXT:
+        raise ForkError(f"the edited output must be under {MAX_INPUT_TEXT} characters, without NUL")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ForkError("the edited output is not valid JSON") from None
+    stored = fork_output(value)
+    last = record.steps.filter(position=position - 1).values("result").first()
+    if last is None or stored == last["result"]:  # the form as shown: nothing edited
+        return KEEP_OUTPUT
+    return stored
+
+
+def _fork_form(context: dict[str, Any], record: Run, edited: Any = None) -> dict[str, Any]:
+    """What the form shows: the edited input and output if any, else the recorded ones."""
+    context["edited"] = edited
+    context["shown_input"] = _pretty(record.input if edited is None else edited)
+    position = context["position"]
+    last = record.steps.filter(position=position - 1).first() if position >= 1 else None
+    context["last_reused"] = last
+    context["ask_again"] = approvals_to_ask_again(record, position) if position >= 0 else []
+    if last is not None:
+        context["shown_output"] = context["output_text"] or _pretty(last.result)
+    if context.get("error"):  # give back what was typed
+        context["shown_input"] = context["input_text"] or context["shown_input"]
+    return context
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def _position(text: str) -> int:

@@ -6,24 +6,36 @@ One definition serves the list, its live status poll and the bulk actions, so
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KT
+from django.db.models.functions import Upper
 from django.http import QueryDict
 from django.utils.http import urlencode
 
 from ..models import Effect, Run
-from ..validation import InvalidInput, moment
+from ..validation import InvalidInput
+from ..validation import moment as valid_moment
 
-FIELDS = ("status", "agent", "version", "since", "until", "q")
+FIELDS = ("status", "agent", "version", "since", "until", "q", "error", "input")
+MAX_TEXT = 255
+MAX_INPUT = 1000
 
 
-def _moment(text: str) -> datetime | None:
+class FilterError(ValueError):
+    """A filter value the list refuses outright (answered with a 400)."""
+
+
+def moment(text: str) -> datetime | None:
     """A datetime-local value ("2026-11-29T09:20"), read as UTC when it has no offset;
     None (shown as an invalid filter) when it is no date or out of range."""
     try:
-        return moment(text, "date") if text.strip() else None
+        return valid_moment(text, "date") if text.strip() else None
     except InvalidInput:
         return None
 
@@ -36,13 +48,25 @@ class RunFilters:
     since: str = ""
     until: str = ""
     q: str = ""
+    error: str = ""
+    input: str = ""
     _ids: list[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_query(cls, query: QueryDict) -> RunFilters:
-        values = {name: query.get(name, "").strip()[:255] for name in FIELDS}
+        """Raises FilterError for a NUL, an over-long value or an input that is not a
+        JSON object: a search that silently ignored them would show the wrong runs."""
+        values = {name: query.get(name, "").strip() for name in FIELDS}
+        for name, value in values.items():
+            limit = MAX_INPUT if name == "input" else MAX_TEXT
+            if "\x00" in value:
+                raise FilterError(f"the {name} filter contains a NUL character")
+            if len(value) > limit:
+                raise FilterError(f"the {name} filter is longer than {limit} characters")
         if values["status"] not in Run.Status.values:
             values["status"] = ""
+        if values["input"]:
+            _input_object(values["input"])
         return cls(**values)
 
     def apply(self, queryset: QuerySet[Run], *, with_status: bool = True) -> QuerySet[Run]:
@@ -52,12 +76,19 @@ class RunFilters:
             queryset = queryset.filter(agent=self.agent)
         if self.version:
             queryset = queryset.filter(agent_version=self.version)
-        if since := _moment(self.since):
+        if since := moment(self.since):
             queryset = queryset.filter(created_at__gte=since)
-        if until := _moment(self.until):
+        if until := moment(self.until):
             queryset = queryset.filter(created_at__lt=until)
         if self.q:
-            queryset = queryset.filter(pk__in=self._searched_ids())
+            queryset = queryset.filter(Q(pk__in=self._searched_ids()) | Q(pk__startswith=self.q))
+        if self.error:
+            # Upper(...) LIKE matches the trigram index run_error_message (0003_operators).
+            queryset = queryset.alias(error_text=Upper(KT("error__message"))).filter(
+                error_text__contains=self.error.upper()
+            )
+        if self.input:
+            queryset = _input_contains(queryset, _input_object(self.input))
         return queryset
 
     def _searched_ids(self) -> list[str]:
@@ -70,12 +101,31 @@ class RunFilters:
             self._ids = sorted({self.q, self.q.split(":", 1)[0], *by_effect})
         return self._ids
 
+    def searches(self) -> bool:
+        """Whether a filter the status index cannot serve is set (see views._status_counts)."""
+        return bool(self.q or self.error or self.input)
+
     def invalid(self) -> list[str]:
         return [
             name
             for name in ("since", "until")
-            if getattr(self, name) and _moment(getattr(self, name)) is None
+            if getattr(self, name) and moment(getattr(self, name)) is None
         ]
+
+    def describe(self) -> str:
+        """The filter in words, for a confirmation that must say what it acts on."""
+        words = {
+            "status": "status is {}",
+            "agent": "agent is {}",
+            "version": "version is {}",
+            "since": "created from {} (UTC)",
+            "until": "created before {} (UTC)",
+            "q": "run id starts with, or idempotency key is, {}",
+            "error": "error contains {}",
+            "input": "input contains {}",
+        }
+        parts = [words[name].format(repr(value)) for name, value in self.items()]
+        return "; ".join(parts) if parts else "no filter: every run"
 
     def items(self) -> list[tuple[str, str]]:
         return [(name, getattr(self, name)) for name in FIELDS if getattr(self, name)]
@@ -85,3 +135,23 @@ class RunFilters:
         values = dict(self.items())
         values.update(overrides)
         return urlencode({k: v for k, v in values.items() if v})
+
+
+def _input_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise FilterError("the input filter is not valid JSON") from None
+    if not isinstance(value, dict) or not value:
+        raise FilterError('the input filter must be a JSON object, e.g. {"order_id": "A-1001"}')
+    return value
+
+
+def _input_contains(queryset: QuerySet[Run], wanted: dict[str, Any]) -> QuerySet[Run]:
+    """Runs whose input contains `wanted`: JSON containment on Postgres (GIN-indexed);
+    elsewhere (SQLite, the demo) each top-level key must equal its value."""
+    if connection.vendor == "postgresql":
+        return queryset.filter(input__contains=wanted)
+    for key, value in wanted.items():
+        queryset = queryset.filter(**{f"input__{key}": value})
+    return queryset

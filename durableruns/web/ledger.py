@@ -72,7 +72,7 @@ def _queue_context(request: HttpRequest, rejected: dict[str, Any] | None = None)
         ]
     )
     for effect in unknown:
-        effect.reconcile = _reconcile_answer(effect)
+        effect.evidence = _evidence(effect)
         effect.form = rejected if rejected and rejected["effect"] == effect.pk else {}
     # An answer for an effect no longer in the queue (someone else settled it) is
     # refused at the top of the page instead.
@@ -84,15 +84,61 @@ def _queue_context(request: HttpRequest, rejected: dict[str, Any] | None = None)
     }
 
 
-def _reconcile_answer(effect: Effect) -> str:
-    """What the tool's read-before-write hook said, as far as the ledger knows."""
+NEVER_RECORDED = "the call was started but its outcome was never recorded"
+RECONCILE_FAILED = "reconcile failed"
+ABORTED_UNKNOWN = "the run was aborted while this call's outcome was unknown"
+
+
+def _evidence(effect: Effect) -> dict[str, str]:
+    """What the ledger knows about an unknown outcome, in the operator's words. The
+    crash cases (before, during or after the call) leave the same ledger row, so the
+    page says so instead of guessing; only the provider can tell them apart."""
+    tool = registry.find_tool(effect.tool)
+    has_lookup = tool is not None and tool.reconcile_fn is not None
+    message = (effect.error or {}).get("message", "")
+    if message.startswith(RECONCILE_FAILED):
+        answer = "Never recorded: the worker stopped after writing the row, and the lookup failed."
+        reconcile = f"Asked, and it failed: {message.removeprefix(RECONCILE_FAILED + ': ')}"
+    elif message.startswith(NEVER_RECORDED) or not message:
+        answer = (
+            "Never recorded: the worker stopped after writing this row, before, during or "
+            "after the call. The ledger cannot tell which; the provider can."
+        )
+        reconcile = "Not asked: this tool has no reconcile (lookup) hook."
+    elif message.startswith(ABORTED_UNKNOWN):
+        answer = "Unknown: the run was aborted while this call's outcome was unknown."
+        reconcile = "Not asked."
+    else:
+        answer = f"The tool answered with an ambiguous error (it may have acted): {message}"
+        reconcile = "Not asked: this tool has no reconcile (lookup) hook."
+    if has_lookup and reconcile.startswith("Not asked: this tool"):
+        reconcile = "Not asked."
+    return {
+        "written": f"{effect.started_at:%Y-%m-%d %H:%M:%S} UTC, before the tool was called",
+        "returned": answer,
+        "reconcile": reconcile,
+        "lookup": "available" if has_lookup else "",
+    }
+
+
+@require_GET
+@roles.permission_required(roles.OPERATE_RUNS)
+def lookup(request: HttpRequest, effect_id: int) -> HttpResponse:
+    """Ask the provider now, through the tool's reconcile hook (a read by contract),
+    whether the call with this idempotency key happened. Changes nothing."""
+    effect = get_object_or_404(Effect, pk=effect_id)
     tool = registry.find_tool(effect.tool)
     if tool is None or tool.reconcile_fn is None:
-        return "This tool has no reconcile hook: nothing could check the provider."
-    message = (effect.error or {}).get("message", "")
-    if "reconcile failed" in message:
-        return message
-    return "The reconcile hook found nothing conclusive."
+        found, answer = None, "This tool has no lookup: check the provider with the key yourself."
+    else:
+        try:
+            found = tool.reconcile_fn(**effect.args, idempotency_key=effect.idempotency_key)
+            answer = "Found at the provider:" if found is not None else "Not found at the provider."
+        except Exception as exc:  # any failure of the provider is the answer
+            found, answer = None, f"The lookup failed: {type(exc).__name__}: {exc}"
+    context = {"effect": effect, "answer": answer, "found": found}
+    template = "durableruns/escalations.html"
+    return render(request, f"{template}#lookup" if request.htmx else template, context)
 
 
 @require_POST
@@ -104,6 +150,10 @@ def resolve(request: HttpRequest, effect_id: int) -> HttpResponse:
     resolution = request.POST.get("resolution", "")
     note = request.POST.get("note", "").strip()[:2000]
     result_text = request.POST.get("result", "")
+    if resolution == Effect.Resolution.ABORTED and request.POST.get("confirmed") != "yes":
+        # Aborting cancels the run: one more explicit step, which works without JavaScript.
+        context = {"effect": effect, "note": note}
+        return render(request, "durableruns/escalation_abort.html", context)
     try:
         result = _parse_result(resolution, result_text)
         escalation_service.resolve(effect, resolution, user=request.user, result=result, note=note)
@@ -111,10 +161,15 @@ def resolve(request: HttpRequest, effect_id: int) -> HttpResponse:
         rejected = {"effect": effect.pk, "error": str(exc), "result": result_text, "note": note}
         context = _queue_context(request, rejected)
         return render(request, "durableruns/escalations.html", context, status=400)
+    then = (
+        f"run {effect.run_id} was cancelled"
+        if resolution == Effect.Resolution.ABORTED
+        else f"run {effect.run_id} goes on"
+    )
     messages.success(
         request,
         f"Resolved {effect.idempotency_key} as "
-        f"{Effect.Resolution(resolution).label.lower()}; run {effect.run_id} goes on.",
+        f"{Effect.Resolution(resolution).label.lower()}; {then}.",
     )
     return redirect("escalations")
 

@@ -8,57 +8,100 @@ from django.db import connection
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from .. import roles
 from ..engine import registry
-from ..models import AuditEvent, Effect, Run, Step
+from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import RESUMABLE
 from . import keyset
-from .filters import RunFilters
-from .waterfall import waterfall
+from .filters import FilterError, RunFilters, moment
+from .timeline import duration_text, pending_bar, step_rows, timeline
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
+SEARCH_CAP = 1_000
 MAX_POLLED_RUNS = 100
+NEW_RUNS_CAP = 99
 
 
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def runs(request: HttpRequest) -> HttpResponse:
-    filters = RunFilters.from_query(request.GET)
+    try:
+        filters = RunFilters.from_query(request.GET)
+    except FilterError as exc:
+        context = {"refused": str(exc), "filters": RunFilters(), "runs": [], "counts": []}
+        context["agents"] = _agent_choices(RunFilters())
+        return render(request, "durableruns/runs.html", context, status=400)
     queryset = filters.apply(Run.objects.select_related("created_by"))
     page = keyset.page(
         keyset.runs_after(queryset, request.GET.get("cursor")), PAGE_SIZE, keyset.run_cursor
     )
+    first_page = not request.GET.get("cursor")
     context = {
         "runs": page.rows,
         "next_cursor": page.next_cursor,
-        "paged": bool(request.GET.get("cursor")),
+        "paged": not first_page,
         "filters": filters,
         "counts": _status_counts(filters),
         "agents": _agent_choices(filters),
-        "live": _any_active(page.rows),
+        "poll": _poll_query(filters, page.rows, first_page),
         "invalid": filters.invalid(),
         "no_agents": not registry.agents(),
     }
     return render(request, "durableruns/runs.html", context)
 
 
+def _poll_query(filters: RunFilters, rows: list[Run], first_page: bool) -> str:
+    """The live poll's query string, or "" for no polling. The first page polls for new
+    runs and counts; a deeper page only while one of its runs is active."""
+    if not first_page and not _any_active(rows):
+        return ""
+    params: list[tuple[str, str]] = [("run", row.id) for row in rows]
+    if first_page:
+        newest = rows[0].created_at.isoformat() if rows else "1970-01-01T00:00:00+00:00"
+        params += [("newer", newest), *filters.items()]
+    return urlencode(params)
+
+
 def _status_counts(filters: RunFilters) -> list[dict[str, Any]]:
     """How many runs in each status, under every filter but the status itself."""
-    found = _capped_counts(filters.apply(Run.objects.all(), with_status=False).order_by())
-    return [
-        {
-            "status": value,
-            "label": label,
-            "count": found.get(value, 0),
-            "shown": f"{COUNT_CAP:,}+" if found.get(value, 0) > COUNT_CAP else found.get(value, 0),
-            "query": filters.query(status=value, cursor=""),
-        }
-        for value, label in Run.Status.choices
-    ]
+    runs = filters.apply(Run.objects.all(), with_status=False).order_by()
+    if filters.searches():
+        found, capped = _searched_counts(runs)
+    else:
+        found, capped = _capped_counts(runs), set()
+    counts = []
+    for value, label in Run.Status.choices:
+        count = found.get(value, 0)
+        if count > COUNT_CAP:
+            shown = f"{COUNT_CAP:,}+"
+        else:
+            shown = f"{count:,}+" if value in capped else str(count)
+        query = filters.query(status=value, cursor="")
+        counts.append(
+            {"status": value, "label": label, "count": count, "shown": shown, "query": query}
+        )
+    return counts
+
+
+def _searched_counts(runs: QuerySet[Run]) -> tuple[dict[str, int], set[str]]:
+    """Counts under a search (id prefix, error text, input JSON): the first SEARCH_CAP + 1
+    matches of any status, grouped. One bounded scan instead of one per status, which
+    such filters cannot serve from the status index; past the cap the counts are lower
+    bounds, marked "+"."""
+    sql, params = runs.values("status")[: SEARCH_CAP + 1].query.sql_with_params()
+    with connection.cursor() as cursor:
+        # `sql` is compiled by the ORM with its values as parameters.
+        counting = f"SELECT status, COUNT(*) FROM ({sql}) AS capped GROUP BY status"  # noqa: S608
+        cursor.execute(counting, params)
+        found = dict(cursor.fetchall())
+    capped = set(Run.Status.values) if sum(found.values()) > SEARCH_CAP else set()
+    return found, capped
 
 
 def _capped_counts(runs: QuerySet[Run]) -> dict[str, int]:
@@ -95,14 +138,27 @@ def _any_active(rows: list[Run]) -> bool:
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def run_statuses(request: HttpRequest) -> HttpResponse:
-    """The live poll of the runs list: fresh statuses of the shown runs, swapped in by id,
-    so the operator's ticked checkboxes survive. Polling stops once none is active."""
+    """The live poll of the runs list: fresh statuses of the shown runs, swapped in by
+    run id (so a row never gets another run's status), and on the first page the
+    counts and how many newer runs match. The operator's ticked boxes are untouched."""
     ids = request.GET.getlist("run")[:MAX_POLLED_RUNS]
-    found = Run.objects.filter(pk__in=ids).only("id", "status", "steps_used", "max_steps")
-    by_id = {row.id: row for row in found}
-    # Same order as the page, whose cells are numbered by row.
-    rows = [by_id[run_id] for run_id in ids if run_id in by_id]
-    context = {"runs": rows, "live": _any_active(rows)}
+    found = Run.objects.filter(pk__in=ids).only(
+        "id", "status", "steps_used", "max_steps", "started_at", "finished_at", "error"
+    )
+    context: dict[str, Any] = {"runs": list(found), "poll": ""}
+    newer = moment(request.GET.get("newer", ""))
+    try:
+        filters = RunFilters.from_query(request.GET)
+    except FilterError:
+        newer, filters = None, RunFilters()
+    if newer is not None:
+        context["counts"] = _status_counts(filters)
+        fresh = filters.apply(Run.objects.filter(created_at__gt=newer)).order_by()
+        context["new_runs"] = fresh.values("id")[: NEW_RUNS_CAP + 1].count()
+        context["new_runs_cap"] = NEW_RUNS_CAP
+        context["filters"] = filters
+    if newer is not None or _any_active(context["runs"]):
+        context["poll"] = request.GET.urlencode()
     return render(request, "durableruns/runs.html#run-statuses", context)
 
 
@@ -154,13 +210,17 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     effects = list(record.effects.order_by("position"))
     for step in steps:
         _annotate(step, record)
+    axis = timeline(record, steps, pending_until=record.wake_at)
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
     return {
         "run": record,
         "steps": steps,
+        "step_rows": step_rows(steps, _step_url(record)),
         "effects": effects,
-        "budget": _budget(record, len(steps)),
-        "waterfall": waterfall(steps),
+        "recorded_positions": {step.position for step in steps},
+        "budget": _budget(record, steps),
+        "axis": axis,
+        "pending": _pending(record, effects, axis),
         "audit": list(AuditEvent.objects.for_run(record)),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
@@ -175,18 +235,58 @@ def _resumable(record: Run, effects: list[Effect]) -> bool:
     return record.status in RESUMABLE
 
 
-def _budget(record: Run, steps: int) -> dict[str, Any]:
-    used = max(record.steps_used, steps)
+def _step_url(record: Run) -> str:
+    """A step page's URL with "{position}" in place of the position: one reverse()."""
+    return reverse("run-step", args=[record.id, 0]).removesuffix("0/") + "{position}/"
+
+
+def _pending(record: Run, effects: list[Effect], axis: dict[str, Any]) -> dict[str, Any]:
+    """What the run waits for now: a step's next attempt, or escalated effects."""
+    retry = None
+    if record.retry_position is not None and not record.is_terminal:
+        effect = next((e for e in effects if e.position == record.retry_position), None)
+        retry = {
+            "position": record.retry_position,
+            "tool": effect.tool if effect else "",
+            "failed_attempts": record.retry_attempts,
+            "next_attempt": record.retry_attempts + 1,
+            "error": (record.last_error or {}).get("message", ""),
+            "next_at": record.wake_at,
+            "bar": pending_bar(record, axis),
+        }
+    unknown = [effect for effect in effects if effect.state == Effect.State.UNKNOWN]
+    return {"retry": retry, "escalations": unknown, "any": bool(retry or unknown)}
+
+
+def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
+    """Steps and time used. Time spent waiting for a person does not count (the engine
+    excludes approval waits from the time budget, so the page does too)."""
+    used = max(record.steps_used, len(steps))
+    elapsed = waiting = 0.0
     if record.started_at:
-        elapsed = ((record.finished_at or timezone.now()) - record.started_at).total_seconds()
-    else:
-        elapsed = 0.0
+        end = record.finished_at or timezone.now()
+        elapsed = (end - record.started_at).total_seconds()
+        waiting = sum(
+            (step.finished_at - step.started_at).total_seconds()
+            for step in steps
+            if step.kind == Step.Kind.APPROVAL and not step.copied
+        )
+        if record.status == Run.Status.AWAITING_APPROVAL:
+            asked = (
+                Approval.objects.filter(run=record, state=Approval.State.PENDING)
+                .order_by("created_at")
+                .values_list("created_at", flat=True)
+                .first()
+            )
+            waiting += (end - asked).total_seconds() if asked else 0.0
+    counted = max(elapsed - waiting, 0.0)
     limit = record.max_duration_seconds or 1
     return {
         "steps": used,
         "max_steps": record.max_steps,
         "steps_pct": min(100, round(100 * used / max(record.max_steps, 1))),
-        "seconds": elapsed,
+        "seconds": counted,
+        "waiting_text": duration_text(waiting) if waiting else "",
         "max_seconds": record.max_duration_seconds,
-        "seconds_pct": min(100, round(100 * elapsed / limit)),
+        "seconds_pct": min(100, round(100 * counted / limit)),
     }

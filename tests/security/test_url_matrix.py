@@ -94,9 +94,13 @@ EXPECTED: dict[str, Expect] = {
     "escalation-resolve": Expect(
         "POST", _by_role(302, 403, 403, 400, 400), {"effect_id": "effect"}
     ),
+    # Asking the provider runs the tool's reconcile hook: operators only.
+    "escalation-lookup": Expect("GET", _by_role(302, 403, 403, 200, 200), {"effect_id": "effect"}),
     # JSON API: 401 without credentials; form-encoded bodies are refused with 415
     # once the permission check has let the caller in.
     "api-schema": Expect("GET", PUBLIC),
+    # The browsable docs describe the API like the schema, so they are public too.
+    "api-docs": Expect("GET", PUBLIC),
     "api-not-found": Expect("GET", _by_role(404, 404, 404, 404, 404)),
     "api-runs": Expect("GET", API_VIEW),
     "api-run": Expect("GET", API_VIEW, RUN),

@@ -3,11 +3,13 @@ in this process; the e2e tests load this module in their worker processes too.""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import durableruns as dr
 
 WRITES: Counter = Counter()
+CHARGES: dict[str, dict] = {}  # a stand-in provider's records, by idempotency key
 
 
 def _value(name: str) -> str:
@@ -38,3 +40,39 @@ def ticking_bot(run: dr.Run, task: dict) -> dict:
         if tick < ticks - 1:
             run.sleep(f"nap-{tick}", float(task.get("nap", 0.6)))
     return {"ticks": ticks}
+
+
+def _slow_value(name: str, pause: float) -> str:
+    time.sleep(pause)
+    return name
+
+
+@dr.agent("t-long", version="1", max_steps=250)
+def long_bot(run: dr.Run, task: dict) -> dict:
+    """Many short steps, so a run page keeps changing for a while."""
+    steps = int(task.get("steps", 60))
+    for position in range(steps):
+        run.step(f"work-{position}", _slow_value, f"work {position}", float(task.get("pause", 0.2)))
+    return {"steps": steps}
+
+
+def _flaky(name: str) -> str:
+    raise dr.TransientError(f"{name}: the provider timed out")
+
+
+@dr.agent("t-always-flaky", version="1", max_steps=10)
+def flaky_bot(run: dr.Run, task: dict) -> dict:
+    """A step that keeps failing transiently, so the run sits in retry backoff."""
+    run.step("prepare", _value, "prepared")
+    return {"never": run.step("call-provider", _flaky, "charge")}
+
+
+@dr.tool(dr.UNSAFE_WRITE, name="t-charge")
+def charge(cents: int, *, idempotency_key: str) -> dict:
+    CHARGES[idempotency_key] = {"charge_id": f"ch_{len(CHARGES) + 1}", "cents": cents}
+    return CHARGES[idempotency_key]
+
+
+@charge.reconcile
+def find_charge(cents: int, *, idempotency_key: str) -> dict | None:
+    return CHARGES.get(idempotency_key)

@@ -1,5 +1,6 @@
-"""Bulk cancel and resume from the runs list: a confirmation that says how many,
-then a POST that changes exactly those runs, audited, and redirects."""
+"""Bulk cancel, resume and fork from the runs list: a confirmation that says how many
+and which filter, then a POST with a reason that changes exactly those runs, audited,
+and redirects (or, with htmx, goes on batch by batch showing the progress)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import pytest
 from django.urls import reverse
 
 from durableruns.models import AuditEvent, Run
-from tests.web.dashboard import make_run, rung_fixture  # noqa: F401 - fixture
+from durableruns.web import actions
+from tests.web import agents as _test_agents  # noqa: F401 - registers t-ledger
+from tests.web.dashboard import make_run, make_step, rung_fixture  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 URL = reverse("runs-bulk")
@@ -35,7 +38,9 @@ def test_it_cancels_the_selected_runs_and_audits_each(client, bob):
     make_run("b", status="queued")
     make_run("untouched", status="running")
     client.force_login(bob)
-    response = client.post(URL, {"do": "cancel:selected", "run": ["a", "b"]}, follow=True)
+    response = client.post(
+        URL, {"do": "cancel:selected", "run": ["a", "b"], "reason": "stuck"}, follow=True
+    )
     assert response.redirect_chain[-1][0].startswith(reverse("runs"))
     assert "Cancel: 2 runs changed." in response.content.decode()
     assert (_status("a"), _status("b"), _status("untouched")) == (
@@ -57,9 +62,12 @@ def test_it_resumes_every_run_matching_the_filter(
     query = {"do": "resume:filtered", "status": "failed", "agent": "refund-bot"}
     confirm = client.get(URL, query).content.decode()
     assert "Resume 2 runs?" in confirm
-    assert "2 runs match the filter" in confirm
+    assert (
+        '2 runs match <strong class="filter-words">'
+        "status is &#x27;failed&#x27;; agent is &#x27;refund-bot&#x27;</strong>" in confirm
+    )
     with django_capture_on_commit_callbacks(execute=True):
-        client.post(URL, query)
+        client.post(URL, {**query, "reason": "provider is back"})
     assert (_status("f1"), _status("f2"), _status("other-agent")) == ("queued", "queued", "failed")
     assert sorted(rung) == ["f1", "f2"]
 
@@ -91,7 +99,7 @@ def test_it_redirects_anonymous_users_to_log_in(client):
 def test_it_lets_an_admin_cancel(client, carol):
     make_run("a", status="running")
     client.force_login(carol)
-    client.post(URL, {"do": "cancel:selected", "run": ["a"]})
+    client.post(URL, {"do": "cancel:selected", "run": ["a"], "reason": "admin says so"})
     assert _status("a") == "cancelled"
 
 
@@ -99,3 +107,68 @@ def test_it_rejects_an_unknown_action(client, bob):
     client.force_login(bob)
     response = client.get(URL, {"do": "delete:everything"}, follow=True)
     assert "Choose an action" in response.content.decode()
+
+
+def test_it_says_when_there_is_no_filter_at_all(client, bob):
+    make_run("a", status="running")
+    client.force_login(bob)
+    body = client.get(URL, {"do": "cancel:filtered"}).content.decode()
+    assert '1 run matches <strong class="filter-words">no filter: every run</strong>' in body
+
+
+def test_it_refuses_to_act_without_a_reason_and_changes_nothing(client, bob):
+    make_run("a", status="running")
+    client.force_login(bob)
+    response = client.post(URL, {"do": "cancel:selected", "run": ["a"], "reason": "   "})
+    assert response.status_code == 400
+    assert "Give a reason" in response.content.decode()
+    assert _status("a") == "running"
+
+
+def test_it_refuses_an_empty_selection(client, bob):
+    make_run("a", status="running")
+    client.force_login(bob)
+    response = client.get(URL, {"do": "cancel:selected"}, follow=True)
+    assert "Nothing selected" in response.content.decode()
+
+
+def test_it_audits_the_reason_on_every_run(client, bob):
+    make_run("a", status="running")
+    client.force_login(bob)
+    client.post(URL, {"do": "cancel:filtered", "reason": "bad deploy 42"})
+    event = AuditEvent.objects.get(action="run.cancel", target_id="a")
+    assert event.after == {"status": "cancelled", "closed_approvals": [], "reason": "bad deploy 42"}
+
+
+def test_it_goes_on_batch_by_batch_with_htmx_and_reports_progress(client, bob, monkeypatch):
+    monkeypatch.setattr(actions, "BULK_LIMIT", 2)
+    for index in range(5):
+        make_run(f"r{index}", status="running")
+    client.force_login(bob)
+    form = {"do": "cancel:filtered", "status": "running", "reason": "drain"}
+    first = client.post(URL, form, headers={"HX-Request": "true"}).content.decode()
+    assert "Cancel: 2 runs changed; 3 to go" in first and 'hx-trigger="load"' in first
+    second = client.post(
+        URL, {**form, "done_so_far": "2"}, headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "Cancel: 4 runs changed; 1 to go" in second
+    third = client.post(
+        URL, {**form, "done_so_far": "4"}, headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "Cancel: 5 runs changed. Done." in third and 'hx-trigger="load"' not in third
+    assert Run.objects.filter(status="cancelled").count() == 5
+
+
+def test_it_forks_failed_runs_from_their_failed_step_once(client, bob, rung, monkeypatch):
+    monkeypatch.setattr(actions, "BULK_LIMIT", 1)
+    for run_id in ("f1", "f2"):
+        make_run(run_id, status="failed", agent="t-ledger")
+        make_step(Run.objects.get(pk=run_id), 0, name="prepare")
+        make_step(Run.objects.get(pk=run_id), 1, name="note", error={"message": "declined"})
+    client.force_login(bob)
+    form = {"do": "fork:filtered", "status": "failed", "reason": "retry after the fix"}
+    client.post(URL, form, headers={"HX-Request": "true"})
+    last = client.post(URL, form, headers={"HX-Request": "true"}).content.decode()
+    assert "Done." in last
+    forks = Run.objects.filter(parent__isnull=False)
+    assert sorted(forks.values_list("parent_id", "fork_position")) == [("f1", 1), ("f2", 1)]

@@ -24,7 +24,7 @@ OPERATOR_PAGES = [("run-replay", ["r-done"]), ("run-fork", ["r-done"])]
 ACTIONS = [
     ("run-cancel", ["r-busy"], {}),
     ("run-resume", ["r-failed"], {}),
-    ("runs-bulk", [], {"do": "cancel:selected", "run": ["r-busy"]}),
+    ("runs-bulk", [], {"do": "cancel:selected", "run": ["r-busy"], "reason": "roles test"}),
     ("run-fork", ["r-done"], {"position": 0}),
     ("escalation-resolve", ["EFFECT"], {"resolution": "not_happened"}),
 ]

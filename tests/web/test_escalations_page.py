@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from durableruns.models import AuditEvent, Effect, Run
+from tests.web import agents
 from tests.web.dashboard import make_effect, make_run, rung_fixture  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +59,7 @@ def test_it_lists_unknown_outcomes_oldest_first(client, bob):
     make_effect(run, 1, state="succeeded", key="settled-key")
     client.force_login(bob)
     body = client.get(URL).content.decode()
-    keys = re.findall(r"<dt>Idempotency key</dt><dd><code>([^<]+)</code>", body)
+    keys = re.findall(r'<dt>Idempotency key</dt><dd><code class="full-id">([^<]+)</code>', body)
     assert keys == ["older-key", "newer-key"]
 
 
@@ -69,7 +70,9 @@ def test_it_shows_what_the_operator_needs_to_decide(client, bob, escalated):
     assert escalated.idempotency_key in body
     assert "&quot;cents&quot;: 4200" in body
     assert "ReadTimeout: no answer from provider" in body
-    assert "This tool has no reconcile hook" in body
+    assert "The tool answered with an ambiguous error (it may have acted)" in body
+    assert "Not asked: this tool has no reconcile (lookup) hook." in body
+    assert "This tool has no lookup: check the provider with the key yourself" in body
 
 
 def test_it_shows_why_a_reconcile_hook_did_not_settle_it(client, bob):
@@ -83,7 +86,7 @@ def test_it_shows_why_a_reconcile_hook_did_not_settle_it(client, bob):
         error={"message": "reconcile failed: provider answered 503"},
     )
     client.force_login(bob)
-    assert "reconcile failed: provider answered 503" in client.get(URL).content.decode()
+    assert "Asked, and it failed: provider answered 503" in client.get(URL).content.decode()
 
 
 def test_it_shows_the_queue_but_no_buttons_to_a_reviewer(client, alice, escalated):
@@ -151,11 +154,76 @@ def test_it_records_that_it_did_not_happen_so_the_call_is_made_again(client, bob
     assert Run.objects.get(pk="stuck").status == Run.Status.QUEUED
 
 
-def test_an_admin_aborts_the_run(client, carol, escalated):
+def test_aborting_asks_for_confirmation_first(client, bob, escalated):
+    client.force_login(bob)
+    response = _resolve(client, escalated, resolution="aborted", note="no way to tell")
+    body = response.content.decode()
+    assert response.status_code == 200 and "The run is <strong>cancelled</strong>" in body
+    assert 'name="confirmed" value="yes"' in body and 'value="no way to tell"' in body
+    assert _effect(escalated).state == Effect.State.UNKNOWN
+    assert Run.objects.get(pk="stuck").status == Run.Status.ESCALATED
+
+
+def test_an_admin_aborts_the_run_and_is_told_it_was_cancelled(client, carol, escalated):
     client.force_login(carol)
-    _resolve(client, escalated, resolution="aborted")
+    response = client.post(
+        reverse("escalation-resolve", args=[escalated.pk]),
+        {"resolution": "aborted", "confirmed": "yes"},
+        follow=True,
+    )
     assert _effect(escalated).resolution == "aborted"
     assert Run.objects.get(pk="stuck").status == Run.Status.CANCELLED
+    body = response.content.decode()
+    assert "run stuck was cancelled" in body and "goes on" not in body
+
+
+def test_it_says_the_ledger_cannot_tell_a_crash_before_from_after_the_call(client, bob):
+    run = make_run("crashed", status=Run.Status.ESCALATED)
+    make_effect(
+        run,
+        1,
+        tool="refund_unsafe",
+        tool_kind="unsafe_write",
+        state="unknown",
+        error={"message": "the call was started but its outcome was never recorded"},
+    )
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert "before, during or after the call. The ledger cannot tell which" in body
+    assert "before the tool was called" in body
+
+
+def test_it_asks_the_provider_through_the_tools_lookup(client, bob):
+    run = make_run("looked-up", status=Run.Status.ESCALATED)
+    effect = make_effect(
+        run,
+        1,
+        tool="t-charge",
+        tool_kind="unsafe_write",
+        state="unknown",
+        args={"cents": 500},
+        error={"message": "reconcile failed: provider answered 503"},
+    )
+    agents.CHARGES[effect.idempotency_key] = {"charge_id": "ch_1"}
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert "Ask the provider now" in body
+    answer = client.get(
+        reverse("escalation-lookup", args=[effect.pk]), headers={"HX-Request": "true"}
+    )
+    assert "Found at the provider:" in answer.content.decode()
+    assert "ch_1" in answer.content.decode()
+    del agents.CHARGES[effect.idempotency_key]
+    answer = client.get(
+        reverse("escalation-lookup", args=[effect.pk]), headers={"HX-Request": "true"}
+    )
+    assert "Not found at the provider." in answer.content.decode()
+    assert _effect(effect).state == Effect.State.UNKNOWN  # asking changes nothing
+
+
+def test_a_reviewer_cannot_ask_the_provider(client, alice, escalated):
+    client.force_login(alice)
+    assert client.get(reverse("escalation-lookup", args=[escalated.pk])).status_code == 403
 
 
 def test_it_refuses_an_unknown_resolution(client, bob, escalated):

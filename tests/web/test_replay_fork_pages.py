@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -112,3 +113,85 @@ def test_a_sandboxed_fork_does_not_call_write_tools(client, bob, finished):
     assert executor.advance(child.id) == Run.Status.SUCCEEDED
     assert agents.WRITES["hello"] == 1
     assert child.effects.get().state == "sandboxed"
+
+
+def test_the_fork_preview_shows_an_edited_input(client, bob, finished):
+    client.force_login(bob)
+    url = reverse("run-fork", args=[finished.id])
+    body = client.post(url, {"position": 1, "input": '{"text": "edited"}', "check": "1"})
+    text = body.content.decode()
+    assert body.status_code == 200 and "edited input" in text and "&quot;edited&quot;" in text
+    assert not Run.objects.filter(parent=finished).exists()  # checking forks nothing
+
+
+def test_an_operator_forks_with_an_edited_input_and_it_is_audited(client, bob, finished):
+    client.force_login(bob)
+    edited = {"text": "edited", "api_key": "sk-live-0123456789abcdef0123"}
+    response = client.post(
+        reverse("run-fork", args=[finished.id]),
+        {"position": 1, "input": json.dumps(edited), "reason": "the customer meant this"},
+    )
+    child = Run.objects.get(parent=finished)
+    assert response.status_code == 302
+    assert child.input["text"] == "edited"
+    assert "sk-live-0123456789abcdef0123" not in json.dumps(child.input)  # redacted as stored
+    assert executor.advance(child.id) == Run.Status.SUCCEEDED
+    assert agents.WRITES["edited"] == 1  # the new input reached the write after the fork point
+    event = AuditEvent.objects.get(action="run.fork")
+    assert event.before["input"] == {"text": "hello"}
+    assert event.after["input"]["text"] == "edited"
+    assert event.after["reason"] == "the customer meant this"
+
+
+@pytest.mark.parametrize(
+    ("typed", "says"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"text": "a\\u0000b"}', "cannot be stored"),
+        ("[" * 100_001, "longer than"),  # the validation layer refuses it first
+        ('{"deep": ' + "[" * 5000 + "]" * 5000 + "}", "cannot be stored"),
+    ],
+)
+def test_it_refuses_a_malformed_edited_input_and_forks_nothing(client, bob, finished, typed, says):
+    client.force_login(bob)
+    response = client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "input": typed})
+    assert response.status_code == 400
+    assert says in response.content.decode()
+    assert not Run.objects.filter(parent=finished).exists()
+
+
+def test_an_operator_forks_with_an_edited_output_of_the_last_reused_step(client, bob, finished):
+    client.force_login(bob)
+    url = reverse("run-fork", args=[finished.id])
+    form = {"position": 1, "output": '"prepared by hand"', "reason": "fix the state"}
+    preview = client.post(url, {**form, "check": "1"}).content.decode()
+    assert "is reused with the <strong>edited output</strong>" in preview
+    client.post(url, form)
+    child = Run.objects.get(parent=finished)
+    assert child.steps.get(position=0).result == "prepared by hand"
+    assert executor.advance(child.id) == Run.Status.SUCCEEDED
+    assert Run.objects.get(pk=child.id).result["prepared"] == "prepared by hand"
+    event = AuditEvent.objects.get(action="run.fork")
+    assert event.before["output"]["result"] == "prepared"
+    assert event.after["output"] == {"step": 0, "result": "prepared by hand"}
+
+
+def test_an_unchanged_output_field_forks_as_recorded(client, bob, finished):
+    client.force_login(bob)
+    client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "output": '"prepared"'})
+    child = Run.objects.get(parent=finished)
+    assert "output" not in AuditEvent.objects.get(action="run.fork").after
+    assert child.steps.get(position=0).result == "prepared"
+
+
+def test_it_refuses_an_edited_output_that_is_not_json(client, bob, finished):
+    client.force_login(bob)
+    response = client.post(
+        reverse("run-fork", args=[finished.id]), {"position": 1, "output": "{oops"}
+    )
+    assert (
+        response.status_code == 400
+        and "edited output is not valid JSON" in response.content.decode()
+    )
+    assert not Run.objects.filter(parent=finished).exists()

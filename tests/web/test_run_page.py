@@ -1,5 +1,6 @@
 """The run page: facts, budgets, a live timeline that stops polling when the run is
-terminal, executed vs replayed, the waterfall, effects, audit trail, actions by role."""
+terminal, executed vs replayed, the timeline, the input, pending work, effects, audit
+trail, actions by role."""
 
 from __future__ import annotations
 
@@ -158,25 +159,115 @@ def test_a_step_page_of_a_missing_step_is_not_found(client, alice, finished):
     assert client.get(reverse("run-step", args=[finished.id, 99])).status_code == 404
 
 
-def test_it_keeps_open_steps_while_polling_and_refreshes_them_when_terminal(client, alice):
+def test_it_morphs_the_live_region_while_active_and_stops_when_terminal(client, alice):
     run = make_run("busy", status=Run.Status.RUNNING)
     make_step(run, 0)
     client.force_login(alice)
-    assert 'id="step-0" hx-preserve="true"' in client.get(_url(run)).content.decode()
+    live = _live_region(client.get(_url(run)).content.decode())
+    assert 'hx-swap="morph"' in live and 'hx-trigger="every 1s"' in live
     Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
-    assert "hx-preserve" not in client.get(_url(run)).content.decode()
+    live = _live_region(client.get(_url(run)).content.decode())
+    assert "hx-trigger" not in live and "hx-get" not in live
 
 
-def test_it_draws_a_waterfall_of_step_timings(client, alice, finished):
+def _bars(body: str) -> list[tuple[float, float]]:
+    found = re.findall(r'<rect class="ran" x="([\d.]+)%" width="([\d.]+)%"', body)
+    return [(float(x), float(w)) for x, w in found]
+
+
+def test_it_draws_one_bar_per_step_on_a_shared_axis(client, alice, finished):
     client.force_login(alice)
     body = client.get(_url(finished)).content.decode()
-    svg = re.search(r"<svg class=\"waterfall\".*?</svg>", body, re.S).group(0)
-    rects = re.findall(r'<rect x="([\d.]+)" y="\d+" width="([\d.]+)"', svg)
-    assert len(rects) == 3
-    (x0, w0), (x1, _), (x2, w2) = [(float(x), float(w)) for x, w in rects]
+    bars = _bars(body)
+    assert len(bars) == 3
+    (x0, w0), (x1, _), (x2, w2) = bars
     assert x0 < x1 < x2  # later steps start further right
-    assert w0 == pytest.approx(4 * w2, rel=0.01)  # 400 ms is four times 100 ms
-    assert "550 ms" in svg
+    assert w0 == pytest.approx(4 * w2, rel=0.05)  # 400 ms is four times 100 ms
+    axis = re.search(r'<svg class="axis".*?</svg>', body, re.S).group(0)
+    # The run lasted 90 s: the axis reads in seconds, not "90000 ms".
+    assert ">30 s<" in axis and "ms" not in axis
+
+
+def test_a_forks_axis_spans_the_fork_only(client, alice):
+    parent = make_run("old-parent", started_at=T0, finished_at=T0 + timedelta(days=3))
+    make_step(parent, 0, duration_ms=1000)
+    make_step(parent, 1, start_ms=3 * 86_400_000, duration_ms=1000)
+    forked_at = T0 + timedelta(days=5)
+    child = make_run(
+        "young-fork",
+        parent=parent,
+        fork_position=1,
+        started_at=forked_at,
+        finished_at=forked_at + timedelta(seconds=60),
+    )
+    make_step(child, 0, duration_ms=1000)  # copied: the parent's time
+    make_step(child, 1, start_ms=5 * 86_400_000 + 2000, duration_ms=3000, lease_number=1)
+    client.force_login(alice)
+    body = client.get(_url(child)).content.decode()
+    assert len(_bars(body)) == 1  # the reused step has no bar on the fork's axis
+    assert "1 min 0 s" in body and " h " not in re.search(
+        r'<svg class="axis".*?</svg>', body, re.S
+    ).group(0)
+
+
+def test_the_time_budget_leaves_out_approval_waits(client, alice):
+    run = make_run(
+        "waited",
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=56.2),
+        max_duration_seconds=60,
+    )
+    make_step(run, 0, kind="approval", name="ok", duration_ms=55_000)
+    make_step(run, 1, start_ms=55_000, duration_ms=1000)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert re.search(r'id="time-budget">1.2 s of 1 min 0 s<', body), body
+    assert "not counting 55.0 s waiting for approval" in body
+
+
+def test_it_shows_the_runs_input_as_stored(client, alice):
+    run = make_run("asked", status=Run.Status.FAILED, error={"message": "declined"})
+    Run.objects.filter(pk=run.pk).update(input={"order_id": "A-<b>1001</b>"})
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert "A-&lt;b&gt;1001&lt;/b&gt;" in re.search(
+        r'<pre id="run-input">.*?</pre>', body, re.S
+    ).group(0)
+
+
+def test_it_shows_a_retrying_step_with_its_attempt_and_next_retry(client, alice):
+    due = timezone.now() + timedelta(seconds=30)
+    run = make_run(
+        "retrying",
+        status=Run.Status.WAITING,
+        started_at=timezone.now(),
+        retry_position=1,
+        retry_attempts=2,
+        last_error={"message": "provider timed out"},
+        wake_at=due,
+    )
+    make_step(run, 0, start_ms=0)
+    make_effect(run, 1, tool="charge", state="failed")
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    retry = re.search(r'<p class="retrying".*?</p>', body, re.S).group(0)
+    assert "attempt 2 failed; attempt 3 at" in retry and "<code>charge</code>" in retry
+    assert f'datetime="{due.isoformat()[:19]}' in retry
+    assert "Last error: provider timed out" in body
+    assert "Failed, retrying" in body  # not a bare red "Failed"
+    assert 'id="step-pending"' in body
+
+
+def test_an_escalated_run_links_to_its_resolution_and_no_dead_anchor(client, alice):
+    run = make_run("stuck", status=Run.Status.ESCALATED)
+    make_step(run, 0)
+    effect = make_effect(run, 1, tool="refund_unsafe", state="unknown")
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert f'href="/escalations/#escalation-{effect.pk}"' in body
+    anchors = set(re.findall(r'href="#([^"]+)"', body))
+    ids = set(re.findall(r' id="([^"]+)"', body))
+    assert anchors and anchors <= ids, anchors - ids
 
 
 def test_it_lists_effects_and_the_audit_trail(client, alice, finished, bob):
@@ -342,3 +433,12 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
     with django_assert_num_queries(9):
         response = client.get(_url(run))
     assert response.content.decode().count('class="step step-') == steps
+
+
+def test_the_timeline_escapes_step_names_and_kinds(client, alice):
+    run = make_run("hostile")
+    make_step(run, 0, name='"><svg onload=alert(1)>', kind="tool")
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert "<svg onload" not in body
+    assert "&quot;&gt;&lt;svg onload=alert(1)&gt;" in body

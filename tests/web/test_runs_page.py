@@ -188,27 +188,104 @@ def test_it_polls_statuses_while_a_shown_run_is_active(client, bob):
     assert "run=busy" in poller
 
 
-def test_it_does_not_poll_when_every_shown_run_has_finished(client, bob):
-    make_run("done", status=Run.Status.SUCCEEDED)
-    make_run("gone", status=Run.Status.CANCELLED)
+def test_a_deeper_page_does_not_poll_when_every_shown_run_has_finished(client, bob, monkeypatch):
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    make_run("done", status=Run.Status.SUCCEEDED, created_at=T0)
+    make_run("gone", status=Run.Status.CANCELLED, created_at=T0 + timedelta(seconds=1))
     client.force_login(bob)
-    body = client.get(URL).content.decode()
+    first = client.get(URL).content.decode()
+    older = re.search(r'href="\?&amp;cursor=([^"]+)" rel="next"', first).group(1)
+    body = client.get(URL, {"cursor": older.replace("%3D", "=")}).content.decode()
     assert re.search(r'<div id="run-poller">', body)
     assert "hx-trigger" not in body
 
 
-def test_its_status_poll_swaps_fresh_statuses_in_and_stops_when_all_finished(client, bob):
+def test_the_first_page_polls_for_new_runs_and_counts(client, bob):
+    make_run("done", status=Run.Status.SUCCEEDED, created_at=T0)
+    client.force_login(bob)
+    poller = re.search(r'<div id="run-poller"[^>]*>', client.get(URL).content.decode()).group(0)
+    assert 'hx-trigger="every 2s"' in poller and "newer=" in poller
+    query = re.search(r'hx-get="([^"]+)"', poller).group(1).replace("&amp;", "&")
+    make_run("arrived", status=Run.Status.QUEUED, created_at=T0 + timedelta(seconds=5))
+    live = client.get(query, headers={"HX-Request": "true"}).content.decode()
+    assert "1 new run since this page loaded" in live
+    assert '<strong data-status-count="queued">1</strong>' in live
+
+
+def test_its_status_poll_swaps_fresh_statuses_in_by_run_id(client, bob):
     busy = make_run("busy", status=Run.Status.RUNNING)
     make_run("done", status=Run.Status.SUCCEEDED)
     client.force_login(bob)
-    poll = reverse("run-statuses") + "?run=busy&run=done"
+    poll = reverse("run-statuses") + "?run=gone-meanwhile&run=busy&run=done"
     live = client.get(poll, headers={"HX-Request": "true"}).content.decode()
-    assert 'id="status-1" hx-swap-oob="true" class="status status-running"' in live
+    # A shown run deleted meanwhile shifts nothing: each cell is named by its run.
+    assert 'id="status-busy" hx-swap-oob="true" class="status status-running"' in live
     assert 'hx-trigger="every 2s"' in live
     Run.objects.filter(pk=busy.pk).update(status=Run.Status.SUCCEEDED)
     final = client.get(poll, headers={"HX-Request": "true"}).content.decode()
-    assert 'id="status-1" hx-swap-oob="true" class="status status-succeeded"' in final
+    assert 'id="status-busy" hx-swap-oob="true" class="status status-succeeded"' in final
     assert "hx-trigger" not in final
+
+
+def test_it_shows_full_ids_duration_finished_and_error(client, bob):
+    long_id = "crash-test-refund-bot-after-effect-started-step-0002-attempt-1"
+    make_run(
+        long_id,
+        status=Run.Status.FAILED,
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=75),
+        error={"message": "card declined"},
+    )
+    client.force_login(bob)
+    body = client.get(URL).content.decode()
+    assert f'<code class="full-id">{long_id}</code>' in body
+    assert "1 min 15 s" in body and "card declined" in body
+
+
+def test_it_finds_runs_by_an_id_prefix(client, bob):
+    make_run("crash-a-1")
+    make_run("crash-a-2")
+    make_run("crash-b-1")
+    client.force_login(bob)
+    assert sorted(_shown(client.get(URL, {"q": "crash-a"}))) == ["crash-a-1", "crash-a-2"]
+    assert _shown(client.get(URL, {"q": "crash-a%"})) == []  # LIKE wildcards are literal
+
+
+def test_it_filters_on_error_text(client, bob):
+    make_run("declined", status=Run.Status.FAILED, error={"message": "Card DECLINED by bank"})
+    make_run("timeout", status=Run.Status.FAILED, error={"message": "timed out"})
+    make_run("fine")
+    client.force_login(bob)
+    assert _shown(client.get(URL, {"error": "declined"})) == ["declined"]
+    assert _shown(client.get(URL, {"error": "100%"})) == []
+
+
+def test_it_filters_on_json_input_fields(client, bob):
+    for run_id, order in [("wanted", "A-1001"), ("other", "A-2002")]:
+        run = make_run(run_id)
+        Run.objects.filter(pk=run.pk).update(input={"order_id": order, "cents": 1200})
+    client.force_login(bob)
+    assert _shown(client.get(URL, {"input": '{"order_id": "A-1001"}'})) == ["wanted"]
+    assert sorted(_shown(client.get(URL, {"input": '{"cents": 1200}'}))) == ["other", "wanted"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("q", "abc\x00def", "NUL"),
+        ("error", "x" * 256, "longer than 255"),
+        ("input", "{not json", "not valid JSON"),
+        ("input", "[1, 2]", "must be a JSON object"),
+        ("input", "[" * 5000 + "]" * 5000, "longer than"),  # the validation layer: 2048
+    ],
+)
+def test_it_refuses_a_malformed_filter_with_a_400(client, bob, name, value, says):
+    make_run("any")
+    client.force_login(bob)
+    response = client.get(URL, {name: value})
+    assert response.status_code == 400
+    assert says in response.content.decode()
+    assert _shown(response) == []
 
 
 def test_it_escapes_untrusted_text(client, bob):
@@ -228,3 +305,15 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
     with django_assert_num_queries(6):
         response = client.get(URL)
     assert len(_shown(response)) == rows
+
+
+def test_counts_under_a_search_are_bounded_and_marked_as_lower_bounds(client, bob, monkeypatch):
+    monkeypatch.setattr(views, "SEARCH_CAP", 2)
+    for index in range(4):
+        make_run(f"batch-{index}", status=Run.Status.FAILED)
+    make_run("other", status=Run.Status.FAILED)
+    client.force_login(bob)
+    body = client.get(URL, {"q": "batch-"}).content.decode()
+    assert '<strong data-status-count="failed">3+</strong>' in body
+    exact = client.get(URL, {"q": "other"}).content.decode()
+    assert '<strong data-status-count="failed">1</strong>' in exact
