@@ -15,8 +15,21 @@ class DurableRunsConfig(AppConfig):
         from .services import approvals  # noqa: F401 - connects the reviewer mail receiver
 
         post_migrate.connect(roles.ensure_groups, sender=self)
+        self._check_encryption_keys()
         self._watch_redaction_rules()
         registry.load_agent_modules(settings.DURABLERUNS_AGENT_MODULES)
+
+    def _check_encryption_keys(self) -> None:
+        """A malformed DURABLERUNS_ENCRYPTION_KEYS stops every process at start-up, clearly."""
+        from django.core.exceptions import ImproperlyConfigured
+
+        from .engine import vault
+        from .engine.errors import SecretsUnavailable
+
+        try:
+            vault.check_keys()
+        except SecretsUnavailable as exc:
+            raise ImproperlyConfigured(exc.message) from None
 
     def _watch_redaction_rules(self) -> None:
         """Every process drops its cached redaction rules when an admin changes one."""

@@ -212,6 +212,7 @@ class Run:
         if approval.is_pending:
             raise _awaiting(position, request.name)
         self._lease.ensure_held()
+        gates.unseal_decided(approval)
         outcome = store.StepOutcome(
             position=position,
             step_id=self._step_id(position, request.name),
@@ -550,7 +551,9 @@ class _EffectCall:
 
     def _transient(self, exc: Exception) -> Any:
         error = describe(exc)
-        store.finish_effect(self.lease, self.key, state=Effect.State.FAILED, error=error)
+        store.finish_effect(
+            self.lease, self.key, state=Effect.State.FAILED, args=self.args, error=error
+        )
         exhausted = self.run.transient_failure(self.position, self.attempt, exc)
         return self._commit(Effect.State.FAILED, None, exhausted)
 
@@ -570,7 +573,13 @@ class _EffectCall:
             self.position, self.request, result, error, self.attempt, self.started
         )
         store.finish_effect(
-            self.lease, self.key, state=state, result=result, error=error, step=outcome
+            self.lease,
+            self.key,
+            state=state,
+            args=self.args,
+            result=result,
+            error=error,
+            step=outcome,
         )
         return self.run.committed(outcome)
 

@@ -24,9 +24,15 @@ from django.db.models.functions import Now
 
 from ..models import Effect, Step
 from ..models import Run as RunRecord
-from . import doorbell, registry, store
+from . import doorbell, registry, store, vault
 from .context import Run, StepRequest
-from .errors import NonDeterminismError, Suspend, UnknownAgent, UsageError
+from .errors import (
+    NonDeterminismError,
+    SecretsUnavailable,
+    Suspend,
+    UnknownAgent,
+    UsageError,
+)
 from .outcomes import describe
 
 REPLAYED, DIVERGED, WOULD_EXECUTE = "replayed", "diverged", "would_execute"
@@ -210,8 +216,15 @@ def dry_replay(record: RunRecord, history: Mapping[int, Step] | None = None) -> 
     """Re-execute agent code against recorded history, with every tool and model call
     forbidden. `history` defaults to the run's stored steps; an exported document
     gives its own (durableruns.services.exports.history_from_export)."""
-    if history is None:
-        history = store.load_history(record.id)
+    if getattr(record, "redacted_at", None) is not None:
+        return _not_replayed(record, history, SHREDDED)
+    try:
+        if history is None:
+            history = store.load_history(record.id)
+        else:
+            history = {position: vault.unseal_into(step) for position, step in history.items()}
+    except SecretsUnavailable as exc:
+        return _not_replayed(record, history, exc.message)
     report = ReplayReport(
         run_id=record.id,
         agent=record.agent,
@@ -228,10 +241,22 @@ def dry_replay(record: RunRecord, history: Mapping[int, Step] | None = None) -> 
     return report
 
 
+def _not_replayed(
+    record: RunRecord, history: Mapping[int, Step] | None, message: str
+) -> ReplayReport:
+    report = ReplayReport(record.id, record.agent, record.agent_version, len(history or {}))
+    report.ending = "not_replayed"
+    report.error = {"type": "SecretsUnavailable", "message": message}
+    return report
+
+
 def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: ReplayReport) -> None:
     try:
-        value = agent.fn(context, store.normalise(record.input))
+        value = agent.fn(context, store.normalise(vault.reveal(record, "input")))
         context.finish_check()
+    except SecretsUnavailable as exc:
+        report.ending = "not_replayed"
+        report.error = {"type": "SecretsUnavailable", "message": exc.message}
     except NonDeterminismError as exc:
         report.ending = "diverged"
         report.error = {"type": "NonDeterminismError", "message": exc.message, **exc.details}
@@ -247,6 +272,12 @@ def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: Re
 
 
 # --- Fork ------------------------------------------------------------------------
+
+
+SHREDDED = (
+    "retention redacted this run and shredded its secrets: agent code can no longer be "
+    "given what it saw, so it cannot be replayed or forked"
+)
 
 
 class ForkError(UsageError):
@@ -275,6 +306,7 @@ def fork(
             agent=run.agent,
             agent_version=run.agent_version,
             input=run.input,
+            secrets=run.secrets,
             max_steps=run.max_steps,
             max_duration_seconds=run.max_duration_seconds,
             parent=run,
@@ -289,6 +321,8 @@ def fork(
 
 
 def _check_fork(run: RunRecord, position: int) -> None:
+    if run.redacted_at is not None:
+        raise ForkError(f"cannot fork: {SHREDDED}")
     recorded = run.steps.count()
     if (
         not isinstance(position, int)
@@ -318,6 +352,7 @@ def _copy_step(step: Step, child: RunRecord) -> Step:
         input=step.input,
         result=step.result,
         error=step.error,
+        secrets=step.secrets,
         attempts=step.attempts,
         started_at=step.started_at,
         finished_at=step.finished_at,

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from ..engine import registry
-from ..engine.redaction import VALUE_PATTERNS
+from ..engine.redaction import VALUE_PATTERNS, InvalidPattern, compile_pattern
 from ..models import RedactionRule, RetentionPolicy, RetentionSweep, Run
 from ..roles import MANAGE_POLICIES, OPERATE_RUNS, permission_required
 from ..services import audit, retention
@@ -50,12 +50,10 @@ class RuleForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("kind") == RedactionRule.Kind.PATTERN and data.get("value"):
-            import re
-
             try:
-                re.compile(data["value"])
-            except re.error as exc:
-                self.add_error("value", f"not a valid regular expression: {exc}")
+                compile_pattern(data["value"])
+            except InvalidPattern as exc:
+                self.add_error("value", str(exc))
         return data
 
 
@@ -203,7 +201,7 @@ def _rules_page(request: HttpRequest, form: RuleForm, status: int = 200) -> Http
     context = {
         "rules": RedactionRule.objects.all(),
         "default_keys": settings.DURABLERUNS_REDACT_KEYS,
-        "default_patterns": [p.pattern for p in VALUE_PATTERNS],
+        "default_patterns": VALUE_PATTERNS,
         "form": form,
     }
     return render(request, "durableruns/admin/redaction.html", context, status=status)
