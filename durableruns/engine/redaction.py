@@ -72,18 +72,22 @@ class InvalidPattern(ValueError):
 
 
 def compile_pattern(source: str) -> Any:
-    """An admin's pattern as RE2 runs it; InvalidPattern if it cannot."""
+    """An admin's pattern as RE2 runs it on text; InvalidPattern if it cannot."""
     try:
         return re2.compile(source, _OPTIONS)
     except re2.error as exc:
         raise InvalidPattern(f"not a pattern this service can run in linear time: {exc}") from None
 
 
+def _compile_bytes(source: str) -> Any:
+    return compile_pattern(source.encode())  # type: ignore[arg-type]
+
+
 @dataclass
 class Rules:
     keys: frozenset[str]
     patterns: tuple[Any, ...]  # RE2 patterns whose whole match is a secret
-    key_text: Any | None  # `name=value` in free text
+    key_text: list[tuple[Any, bytes]]  # `name=value` in free text: (pattern, replacement)
     any_hit: Any  # one alternation of everything: the fast "nothing to redact" test
     _key_verdicts: dict[str, bool] = field(default_factory=dict)
 
@@ -134,7 +138,7 @@ def matches(kind: str, rule: str, value: Any) -> list[str]:
 
     found: list[str] = []
     if kind == "key":
-        only = Rules(frozenset({_normalise_key(rule)}), (), None, re2.compile("$^"))
+        only = Rules(frozenset({_normalise_key(rule)}), (), [], re2.compile(b"$^"))
         _walk_pairs(value, lambda k, v: only.is_secret_key(k) and found.append(json.dumps(v)))
         return found
     pattern = compile_pattern(rule)
@@ -196,20 +200,19 @@ def _build_rules(admin: list[tuple[str, str]]) -> Rules:
 def _compiled_rules(setting_keys: tuple[str, ...], admin: tuple[tuple[str, str], ...]) -> Rules:
     keys = {_normalise_key(k) for k in setting_keys}
     sources = [*VALUE_PATTERNS, URL_PASSWORD, CARD_CANDIDATE]
-    patterns = [compile_pattern(p) for p in VALUE_PATTERNS]
+    patterns = [_compile_bytes(p) for p in VALUE_PATTERNS]
     for kind, value in admin:
         if kind == "key":
             keys.add(_normalise_key(value))
             continue
         try:
-            patterns.append(compile_pattern(value))
+            patterns.append(_compile_bytes(value))
             sources.append(value)
         except InvalidPattern:
             log.warning("skipping redaction pattern %r: RE2 cannot run it", value)
-    key_text = _key_text_pattern(keys)
-    if key_text is not None:
-        sources.append(key_text.pattern)
-    any_hit = re2.compile("|".join(f"(?:{s})" for s in sources), _OPTIONS)
+    key_text = _key_text_patterns(keys)
+    sources.extend(pattern.pattern.decode() for pattern, _ in key_text)
+    any_hit = _compile_bytes("|".join(f"(?:{s})" for s in sources))
     return Rules(frozenset(keys), tuple(patterns), key_text, any_hit)
 
 
@@ -221,16 +224,22 @@ def _normalise_key(key: str) -> str:
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
 
-def _key_text_pattern(keys: set[str]) -> Any | None:
-    """`password=hunter2`, `"api_key": "x y"`, `Authorization: Basic abc` in free text."""
+def _key_text_patterns(keys: set[str]) -> list[tuple[Any, bytes]]:
+    """`password=hunter2`, `"api_key": "x y"`, `Authorization: Basic abc` in free text
+    (`accessToken=`, `my_password:` too: a name is found wherever it ends a word)."""
     if not keys:
-        return None
+        return []
     names = "|".join(sorted((re.escape(k).replace("_", "[_-]?") for k in keys), key=len)[::-1])
-    value = (
-        r"(?:\"[^\"\n]*\"|'[^'\n]*'"  # a quoted value, several words included
-        r"|(?:(?:basic|bearer|digest|token)\s+)?[^\s'\",;&}]+)"  # one word, after a scheme
-    )
-    return re2.compile(rf"(?i)(\b[\w-]*(?:{names})['\"]?\s*[=:]\s*){value}", _OPTIONS)
+    name = rf"(?i)((?:{names})['\"]?\s*[=:]\s*)"
+    values = [
+        ('"[^"\n]*"', b'"' + _REDACTED + b'"'),  # quoted: several words included
+        ("'[^'\n]*'", b"'" + _REDACTED + b"'"),
+        (r"(?:(?:basic|bearer|digest|token)\s+)?[^\s'\",;&}]+", _REDACTED),  # a word
+    ]
+    return [
+        (re2.compile((name + value).encode(), _OPTIONS), rb"\1" + replacement)
+        for value, replacement in values
+    ]
 
 
 def _redact_dict(value: dict, rules: Rules) -> dict:
@@ -257,44 +266,45 @@ def _redact_list(value: list | tuple, rules: Rules) -> Any:
 
 
 def _redact_text(text: str, rules: Rules) -> str:
-    if not text or not rules.any_hit.search(text):
+    """Runs on the UTF-8 bytes: google-re2 converts offsets on every match of a str,
+    which made a match cost ~20 us instead of ~2."""
+    if not text:
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    if not rules.any_hit.search(data):
         return text  # the common case: one linear scan, no copy
-    redacted = text
     for pattern in rules.patterns:
-        redacted = pattern.sub(REDACTED, redacted)
-    redacted = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}@", redacted)
-    if rules.key_text is not None:
-        redacted = rules.key_text.sub(lambda m: f"{m.group(1)}{_quoted(m)}", redacted)
-    redacted = _CARD.sub(_mask_card, redacted)
+        data = pattern.sub(_REDACTED, data)
+    data = _URL_PASSWORD.sub(rb"\1" + _REDACTED + b"@", data)
+    for pattern, replacement in rules.key_text:
+        data = pattern.sub(replacement, data)
+    data = _CARD.sub(_mask_card, data)
+    redacted = data.decode("utf-8", "surrogatepass")
     return text if redacted == text else redacted
 
 
-def _quoted(match: Any) -> str:
-    tail = match.group()[len(match.group(1)) :]
-    quote = tail[0] if tail[:1] in ("'", '"') else ""
-    return f"{quote}{REDACTED}{quote}"
+_REDACTED = REDACTED.encode()
+_URL_PASSWORD = re2.compile(URL_PASSWORD.encode(), _OPTIONS)
+# Python's engine here, on purpose: the candidate has no unbounded repetition (at most
+# 37 characters from any start), so it is linear too, and the Luhn check needs a
+# callback per candidate, which costs less in `re` than through google-re2's wrapper.
+_CARD = re.compile(CARD_CANDIDATE.encode())
 
 
-_URL_PASSWORD = re2.compile(URL_PASSWORD)
-_CARD = re2.compile(CARD_CANDIDATE)
-
-
-def _mask_card(match: Any) -> str:
-    digits = "".join(c for c in match.group() if c.isdigit())
-    return REDACTED if _luhn_ok(digits) else match.group()
+def _mask_card(match: re.Match[bytes]) -> bytes:
+    found = match.group()
+    return _REDACTED if _luhn_ok(found.replace(b" ", b"").replace(b"-", b"").decode()) else found
 
 
 def _is_card_number(number: int) -> bool:
     return 10**12 <= number < 10**19 and _luhn_ok(str(number))
 
 
+_DOUBLED = {str(d): (d * 2 - 9 if d > 4 else d * 2) for d in range(10)}
+
+
 def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for index, char in enumerate(reversed(digits)):
-        number = int(char)
-        if index % 2:
-            number = number * 2 - 9 if number > 4 else number * 2
-        total += number
+    total = sum(map(int, digits[-1::-2])) + sum(map(_DOUBLED.__getitem__, digits[-2::-2]))
     return total % 10 == 0
 
 
