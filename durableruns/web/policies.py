@@ -20,7 +20,7 @@ from ..engine import registry
 from ..engine.redaction import VALUE_PATTERNS, InvalidPattern, compile_pattern
 from ..models import RedactionRule, RetentionPolicy, RetentionSweep, Run
 from ..roles import MANAGE_POLICIES, OPERATE_RUNS, permission_required
-from ..services import audit, retention
+from ..services import audit, retention, reveal
 
 SWEEPS_SHOWN = 20
 TERMINAL_CHOICES = [(s, s) for s in retention.TERMINAL_STATUSES]
@@ -272,6 +272,43 @@ def _set_hold(request: HttpRequest, run_id: str, hold: bool) -> HttpResponse:
     return redirect(run.get_absolute_url())
 
 
+# --- Sealed secrets: admins see which values are sealed and reveal one, with a reason --
+
+
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def run_secrets(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    return render(request, "durableruns/admin/secrets.html", {"run": run, "sealed": _sealed(run)})
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def secret_reveal(
+    request: HttpRequest, run_id: str, kind: str, pk: str, field: str
+) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    try:
+        row = reveal.find(run_id, kind, pk)
+        value = reveal.reveal(request.user, row, field, request.POST.get("reason", ""))
+    except reveal.RevealError as exc:
+        context = {"run": run, "sealed": _sealed(run), "error": str(exc)}
+        return render(request, "durableruns/admin/secrets.html", context, status=400)
+    context = {"run": run, "kind": kind, "pk": pk, "field": field, "value": value}
+    return render(request, "durableruns/admin/secret_revealed.html", context)
+
+
+def _sealed(run: Run) -> list[SimpleNamespace]:
+    rows: list[Any] = [run]
+    for name in ("steps", "effects", "approvals"):
+        rows.extend(getattr(run, name).exclude(secrets="").order_by("position"))
+    return [
+        SimpleNamespace(kind=type(row)._meta.model_name, row=row, field=field)
+        for row in rows
+        for field in reveal.sealed_fields(row)
+    ]
+
+
 urlpatterns = [
     path("policies/", policies, name="policies"),
     path("policies/new", policy_create, name="policy-create"),
@@ -287,4 +324,10 @@ urlpatterns = [
 run_urlpatterns = [
     path("runs/<str:run_id>/hold", run_hold, name="run-hold"),
     path("runs/<str:run_id>/release", run_release, name="run-release"),
+    path("runs/<str:run_id>/secrets/", run_secrets, name="run-secrets"),
+    path(
+        "runs/<str:run_id>/secrets/<str:kind>/<str:pk>/<str:field>",
+        secret_reveal,
+        name="secret-reveal",
+    ),
 ]

@@ -10,13 +10,12 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-import durableruns as dr
 from durableruns.demo.models import ProviderCall
 from durableruns.engine import redaction
-from durableruns.engine.errors import TransientError
 from durableruns.engine.runs import start_run
 from durableruns.models import Approval, RedactionRule, Run, Step
 from durableruns.services import approvals
+from tests.engine.agents import SEEN
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -73,25 +72,6 @@ def test_a_rule_added_after_execution_does_not_change_the_replay(drive):
 
 
 # --- The property: random JSON, random rules, replay returns exactly the value ----
-
-SEEN: dict[str, list] = {}
-FAILED_ONCE: set[str] = set()
-
-
-@dr.agent("t-echo-twice", version="1")
-def echo_twice(run: dr.Run, task: dict) -> object:
-    """Records what the step returned on execution and again on replay."""
-    value = run.step("echo", lambda: task["value"])
-    SEEN.setdefault(run.id, []).append(value)
-
-    def fail_once() -> None:
-        if run.id not in FAILED_ONCE:
-            FAILED_ONCE.add(run.id)
-            raise TransientError("once, so that the next task replays 'echo'")
-
-    run.step("boundary", fail_once)
-    return value
-
 
 _words = st.sampled_from(
     ["password", "token", "apiKey", "order_id", "x", "sk_live_abcdefgh12345678", "a-", "é"]
