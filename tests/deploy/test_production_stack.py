@@ -72,6 +72,8 @@ def stack(tmp_path, settings):
             "2",
             "--access-logfile",
             "-",
+            "--logger-class",
+            "durableruns.logs.GunicornLogger",
         ],
         cwd=ROOT,
         env=env,
