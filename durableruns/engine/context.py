@@ -299,14 +299,15 @@ class Run:
         self.before_new_step(position)
         attempt = self.attempt_for(position)
         started = timezone.now()
-        result, error = None, None
+        result, error, text = None, None, None
         try:
-            result = store.normalise(fn())
+            result, text = store.normalised_text(fn())
         except TransientError as exc:
             error = self.transient_failure(position, attempt, exc)
         except Exception as exc:
             error = _located(describe(exc), position, request)
         outcome = self.outcome(position, request, result, error, attempt, started)
+        outcome.result_text = text
         store.commit_step(self._lease, outcome)
         return self.committed(outcome, raw=raw)
 

@@ -78,18 +78,29 @@ _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 def encode(value: Any) -> str:
     """Serialise for storage, enforcing the payload size limit (before any redaction,
     so a huge value is refused before anything scans it)."""
-    text = canonical_json(value, limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
+    return storable(canonical_json(value))
+
+
+def storable(text: str) -> str:
+    """`text` (canonical JSON) if it fits the size limit and Postgres can hold it."""
+    limit = settings.DURABLERUNS_MAX_PAYLOAD_BYTES
+    if len(text) > limit // 4 and (size := len(text.encode())) > limit:
+        raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
     if connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
         raise SerializationError("not storable: Postgres JSON cannot hold a NUL (\\u0000)")
     return text
 
 
-def seal_fields(**fields: Any) -> tuple[dict[str, str | None], str]:
+def seal_fields(
+    texts: dict[str, str] | None = None, **fields: Any
+) -> tuple[dict[str, str | None], str]:
     """Each field's stored JSON text (its redacted view) and the row's `secrets`.
 
-    A field redaction leaves alone is serialised once and stored as it is; a field
-    it changes is stored as the view, and its original goes into the sealed
-    `secrets` (engine/vault.py), so a replay hands agent code exactly the original.
+    A field is serialised once (or not at all when `texts` has its canonical JSON
+    already), and that text is screened whole by one linear scan; only a field the
+    screen flags is walked value by value. A field redaction changes is stored as
+    the view, and its original goes into the sealed `secrets` (engine/vault.py), so
+    a replay hands agent code exactly the original.
     """
     rules = current_rules()
     views: dict[str, str | None] = {}
@@ -98,7 +109,11 @@ def seal_fields(**fields: Any) -> tuple[dict[str, str | None], str]:
         if value is None:
             views[name] = None
             continue
-        text = encode(value)
+        known = (texts or {}).get(name)
+        text = storable(known) if known is not None else encode(value)
+        if not rules.flags(text):
+            views[name] = text
+            continue
         try:
             view = redact_with(value, rules)
         except RecursionError:
@@ -109,6 +124,13 @@ def seal_fields(**fields: Any) -> tuple[dict[str, str | None], str]:
             views[name] = canonical_json(view)
             originals[name] = value
     return views, vault.seal(originals)
+
+
+def normalised_text(value: Any) -> tuple[Any, str]:
+    """normalise(value) and its canonical JSON, from one serialisation: the commit
+    reuses the text (seal_fields(texts=...)) instead of serialising again."""
+    text = canonical_json(value)
+    return json.loads(text, parse_float=_as_jsonb_reads), text
 
 
 def normalise(value: Any) -> Any:
@@ -321,13 +343,17 @@ class StepOutcome:
     attempts: int
     started_at: datetime
     finished_at: datetime
+    result_text: str | None = None  # the result's canonical JSON, when already made
 
 
 def commit_step(lease: Lease, outcome: StepOutcome) -> None:
     """Checkpoint one step: a single fenced INSERT ... SELECT, committed on its own."""
     db = connections[DEFAULT_DB_ALIAS]
     adapt_time = db.ops.adapt_datetimefield_value
-    views, secrets = seal_fields(input=outcome.input, result=outcome.result, error=outcome.error)
+    texts = None if outcome.result_text is None else {"result": outcome.result_text}
+    views, secrets = seal_fields(
+        texts, input=outcome.input, result=outcome.result, error=outcome.error
+    )
     params = [
         outcome.position,
         outcome.step_id,
