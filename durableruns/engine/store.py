@@ -86,7 +86,8 @@ def storable(text: str) -> str:
     limit = settings.DURABLERUNS_MAX_PAYLOAD_BYTES
     if len(text) > limit // 4 and (size := len(text.encode())) > limit:
         raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
-    if connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
+    # The substring test first: the regex alone cost 2 ms on a 20 KB result.
+    if "\\u0000" in text and connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
         raise SerializationError("not storable: Postgres JSON cannot hold a NUL (\\u0000)")
     return text
 
