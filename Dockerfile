@@ -36,4 +36,4 @@ RUN SECRET_KEY=collectstatic-only-$(python -c "import secrets; print(secrets.tok
     python manage.py collectstatic --noinput
 
 EXPOSE 8000
-CMD ["gunicorn", "durableruns.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+CMD ["gunicorn", "durableruns.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--logger-class", "durableruns.logs.GunicornLogger"]

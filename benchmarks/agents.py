@@ -50,6 +50,15 @@ def bench_trivial(run: dr.Run, task: dict) -> dict:
     return {"steps": int(task["steps"])}
 
 
+@dr.agent("bench-payload", version="1", max_steps=100_000, max_duration=timedelta(hours=1))
+def bench_payload(run: dr.Run, task: dict) -> dict:
+    """`steps` compute steps, each returning `payload`: a checkpoint of that size."""
+    payload = task["payload"]
+    for _ in range(int(task["steps"])):
+        run.step("payload", lambda: payload)
+    return {"steps": int(task["steps"])}
+
+
 @dr.agent("bench-effect", version="1", max_steps=1_000, max_duration=timedelta(hours=1))
 def bench_effect(run: dr.Run, task: dict) -> dict:
     """`steps` steps in all: trivial compute steps, then one effect through the ledger."""

@@ -17,6 +17,7 @@ class DurableRunsConfig(AppConfig):
         from .services import approvals  # noqa: F401 - connects the reviewer mail receiver
 
         post_migrate.connect(roles.ensure_groups, sender=self)
+        self._check_encryption_keys()
         self._watch_redaction_rules()
         registry.load_agent_modules(settings.DURABLERUNS_AGENT_MODULES)
         if not settings.DURABLERUNS_AGENT_MODULES:
@@ -24,6 +25,18 @@ class DurableRunsConfig(AppConfig):
                 "no agent modules configured: set DURABLERUNS_AGENT_MODULES to the modules "
                 "that register your agents; until then no run can start"
             )
+
+    def _check_encryption_keys(self) -> None:
+        """A malformed DURABLERUNS_ENCRYPTION_KEYS stops every process at start-up, clearly."""
+        from django.core.exceptions import ImproperlyConfigured
+
+        from .engine import vault
+        from .engine.errors import SecretsUnavailable
+
+        try:
+            vault.check_keys()
+        except SecretsUnavailable as exc:
+            raise ImproperlyConfigured(exc.message) from None
 
     def _watch_redaction_rules(self) -> None:
         """Every process drops its cached redaction rules when an admin changes one."""

@@ -5,6 +5,9 @@
 - `RunContextFilter` adds `run_id` and `step_id` to every record, from context
   variables the executor sets while it drives a run.
 - `JsonFormatter` writes one JSON object per line (DURABLERUNS_LOG_FORMAT=json).
+- `GunicornLogger` (`gunicorn --logger-class durableruns.logs.GunicornLogger`) puts
+  the redacting filter on gunicorn's own error and access logs, which do not go
+  through Django's LOGGING: request lines with `?api_key=...` lose the value.
 """
 
 from __future__ import annotations
@@ -77,3 +80,19 @@ class JsonFormatter(logging.Formatter):
         if record.exc_text:
             entry["exc"] = record.exc_text
         return json.dumps(entry)
+
+
+def _gunicorn_logger_base() -> type:
+    from gunicorn.glogging import Logger
+
+    return Logger
+
+
+class GunicornLogger(_gunicorn_logger_base()):  # type: ignore[misc]
+    """gunicorn's logger with secrets (query strings included) redacted."""
+
+    def setup(self, cfg: object) -> None:
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            if not any(isinstance(f, RedactingFilter) for f in log.filters):
+                log.addFilter(RedactingFilter())

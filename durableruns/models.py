@@ -29,6 +29,8 @@ class Run(models.Model):
     status = models.CharField(max_length=20, choices=Status, default=Status.QUEUED)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # What redaction matched in the JSON fields above, encrypted (engine/vault.py).
+    secrets = models.TextField(blank=True, db_default="")
     max_steps = models.PositiveIntegerField()
     max_duration_seconds = models.FloatField()
     steps_used = models.PositiveIntegerField(default=0)
@@ -111,6 +113,8 @@ class Step(models.Model):
     input = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # What redaction matched in the JSON fields above, encrypted (engine/vault.py).
+    secrets = models.TextField(blank=True, db_default="")
     attempts = models.PositiveIntegerField(default=1)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
@@ -163,6 +167,8 @@ class Effect(models.Model):
     state = models.CharField(max_length=10, choices=State, default=State.STARTED)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # What redaction matched in the JSON fields above, encrypted (engine/vault.py).
+    secrets = models.TextField(blank=True, db_default="")
     attempts = models.PositiveIntegerField(default=1)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -294,6 +300,8 @@ class Approval(models.Model):
     allowed = models.JSONField(default=list)
     schema = models.JSONField(null=True, blank=True)
     guards = models.JSONField(null=True, blank=True)
+    # What redaction matched in the JSON fields above, encrypted (engine/vault.py).
+    secrets = models.TextField(blank=True, db_default="")
     four_eyes = models.BooleanField(default=False)
     state = models.CharField(max_length=10, choices=State, default=State.PENDING)
     decision = models.CharField(max_length=10, choices=Decision, blank=True, default="")

@@ -207,13 +207,28 @@ DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL = _env_float("DURABLERUNS_IDEMPOTENCY_PRU
 DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT = _env_float("DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT", 120)
 DURABLERUNS_REDACT_KEYS = _env_list(
     "DURABLERUNS_REDACT_KEYS",
-    "password,passwd,secret,api_key,apikey,token,access_token,refresh_token,"
-    "authorization,cookie,card_number,cvv",
+    "password,passwd,passphrase,secret,api_key,apikey,token,access_token,refresh_token,"
+    "authorization,cookie,card_number,cvv,private_key,secret_key,secret_access_key,"
+    "client_secret",
 )
 # The demo's stand-in payment and email providers (durableruns/demo/urls.py), served
 # under /providers/ by the web process for the demo tools. Never in production
 # (settings_production.py): they are anonymous and would execute anyone's refund.
 DURABLERUNS_DEMO_PROVIDERS = _env_bool("DURABLERUNS_DEMO_PROVIDERS", True)
+# Fernet keys (comma-separated, newest first) encrypting what redaction matches in
+# replayable values: the newest encrypts, every listed key decrypts (rotation).
+# Generate one with `manage.py newsecretkey`. Unset, a key is derived from SECRET_KEY
+# (the demo, the tests); production (DURABLERUNS_REQUIRE_SECRET_KEY) must set it.
+DURABLERUNS_ENCRYPTION_KEYS = _env_list("DURABLERUNS_ENCRYPTION_KEYS", "")
+if (
+    not DURABLERUNS_ENCRYPTION_KEYS
+    and not DEBUG
+    and os.environ.get("DURABLERUNS_REQUIRE_SECRET_KEY")
+):
+    raise RuntimeError(
+        "DURABLERUNS_ENCRYPTION_KEYS must be set in production: one or more Fernet keys, "
+        "comma-separated, newest first (generate one with `manage.py newsecretkey`)"
+    )
 # Where the demo tools find the stand-in providers (the web process serves them).
 DURABLERUNS_PROVIDER_URL = os.environ.get("DURABLERUNS_PROVIDER_URL", "http://127.0.0.1:8000")
 # Absolute links in emails (e.g. "an approval is waiting") start with this.

@@ -14,6 +14,9 @@ import json
 import logging
 import os
 
+import httpx
+from django.conf import settings
+
 import durableruns as dr
 
 log = logging.getLogger("tests.agents_canary")
@@ -36,6 +39,41 @@ def issue_token(account: str, password: str, headers: dict, *, idempotency_key: 
         "note": f"issued {expected['result_pattern']} for {account}",
         "verified": True,
     }
+
+
+def shapes() -> dict:
+    """Every secret shape of issue 11, built from the canaries (see the test)."""
+    s = secrets()
+    return {
+        "accessToken": s["camel_access"],
+        "clientSecret": s["camel_client"],
+        "privateKey": s["camel_private"],
+        "aws_secret_access_key": s["aws_secret"],
+        "env": f"aws_secret_access_key={s['aws_secret_text']}",
+        "card": int(s["card_number"]),
+        "header": f"Authorization: Basic {s['basic_auth']}",
+        "config": f"password = '{s['multiword_password']}'",
+        "github": f"pushed with {s['github']}",
+        "slack": f"notified via {s['slack']}",
+        "dsn": f"postgres://app:{s['db_password']}@db.internal:5432/app",
+        "pem": (f"-----BEGIN PRIVATE KEY-----\n{s['pem_body']}\n-----END PRIVATE KEY-----"),
+        "jwt": f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.{s['jwt_signature']}",
+    }
+
+
+@dr.tool(kind=dr.READ_ONLY)
+def check_shapes(payload: dict, *, idempotency_key: str) -> dict:
+    """Receives every shape as agent code sent it, and returns them all."""
+    if payload != shapes():
+        raise dr.PermanentError("the tool did not receive the real secret shapes")
+    s = secrets()
+    # A query string with secrets, in the worker's httpx log line.
+    httpx.get(
+        f"{settings.DURABLERUNS_PROVIDER_URL}/healthz",
+        params={"api_key": s["query_key"], "password": s["query_password"]},
+        timeout=10,
+    )
+    return {"echo": payload, "received": True}
 
 
 @dr.tool(kind=dr.READ_ONLY)
@@ -62,6 +100,7 @@ def canary_bot(run: dr.Run, task: dict) -> dict:
             },
         ],
     )
+    checked = run.call(check_shapes, payload=shapes())
     try:
         run.call(flaky_upstream, account=task["account"])
     except dr.PermanentError as exc:
@@ -73,6 +112,7 @@ def canary_bot(run: dr.Run, task: dict) -> dict:
         "verified": issued["verified"],
         "confirmed": s["model_secret"] in reply,
         "token": issued["access_token"],
+        "shapes_received": checked["received"] and checked["echo"] == shapes(),
     }
 
 

@@ -220,6 +220,7 @@ class Run:
         if approval.is_pending:
             raise _awaiting(position, request.name)
         self._lease.ensure_held()
+        gates.unseal_decided(approval)
         outcome = store.StepOutcome(
             position=position,
             step_id=self._step_id(position, request.name),
@@ -306,14 +307,15 @@ class Run:
         self.before_new_step(position)
         attempt = self.attempt_for(position)
         started = timezone.now()
-        result, error = None, None
+        result, error, text = None, None, None
         try:
-            result = store.normalise(fn())
+            result, text = store.normalised_text(fn())
         except TransientError as exc:
             error = self.transient_failure(position, attempt, exc)
         except Exception as exc:
             error = _located(describe(exc), position, request)
         outcome = self.outcome(position, request, result, error, attempt, started)
+        outcome.result_text = text
         store.commit_step(self._lease, outcome)
         return self.committed(outcome, raw=raw)
 
@@ -560,7 +562,9 @@ class _EffectCall:
 
     def _transient(self, exc: Exception) -> Any:
         error = describe(exc)
-        store.finish_effect(self.lease, self.key, state=Effect.State.FAILED, error=error)
+        store.finish_effect(
+            self.lease, self.key, state=Effect.State.FAILED, args=self.args, error=error
+        )
         exhausted = self.run.transient_failure(self.position, self.attempt, exc)
         return self._commit(Effect.State.FAILED, None, exhausted)
 
@@ -580,7 +584,13 @@ class _EffectCall:
             self.position, self.request, result, error, self.attempt, self.started
         )
         store.finish_effect(
-            self.lease, self.key, state=state, result=result, error=error, step=outcome
+            self.lease,
+            self.key,
+            state=state,
+            args=self.args,
+            result=result,
+            error=error,
+            step=outcome,
         )
         return self.run.committed(outcome)
 

@@ -71,6 +71,13 @@ class AgentVersionUnavailable(RunStopped):
     code = "agent_version_unavailable"
 
 
+class SecretsUnavailable(RunStopped):
+    """A run's stored secrets cannot be read: no configured key opens them, or
+    retention shredded them. Replaying would hand agent code something else."""
+
+    code = "secrets_unavailable"
+
+
 class Suspend(BaseException):
     """Unwinds agent code so the run can wait without holding a worker."""
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from .. import logs, metrics
 from ..models import Run as RunRecord
-from . import crashpoints, doorbell, gates, registry, store
+from . import crashpoints, doorbell, gates, registry, store, vault
 from .context import Run
 from .errors import (
     AgentVersionUnavailable,
@@ -80,7 +80,7 @@ def _drive(lease: store.Lease) -> str:
             max_steps=record.max_steps,
             max_duration=record.max_duration_seconds,
         )
-        value = agent.fn(context, store.normalise(record.input))
+        value = agent.fn(context, store.normalise(vault.reveal(record, "input")))
         context.finish_check()
         return _succeed(lease, context, value)
     except UnknownAgent as exc:
@@ -130,8 +130,10 @@ def _progress(context: Run | None) -> dict[str, Any]:
 
 def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
     try:
-        # One pass checks it is JSON within the size limit and gives the stored form.
-        result = json.loads(store.encode(value))
+        # The result is sealed with the input: one token holds the run row's secrets.
+        views, secrets = store.seal_fields(
+            input=vault.reveal(context._record, "input"), result=value
+        )
     except SerializationError as exc:
         return _fail(
             lease,
@@ -141,7 +143,8 @@ def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
     released = store.release(
         lease,
         Status.SUCCEEDED,
-        result=result,
+        result=json.loads(views["result"] or "null"),
+        secrets=secrets,
         finished_at=Now(),
         retry_position=None,
         retry_attempts=0,

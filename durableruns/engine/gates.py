@@ -14,6 +14,7 @@ sees `awaiting_approval` and wakes the run. Either way nobody waits for a sweep.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,9 +26,10 @@ from django.utils import timezone
 
 from ..models import Approval
 from ..models import Run as RunRecord
-from . import doorbell, signals, store
+from . import doorbell, signals, store, vault
 from .errors import LeaseLost, UsageError
 from .keys import canonical_json
+from .redaction import REDACTED, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +141,7 @@ def open_approval(lease: store.Lease, position: int, name: str, gate: Gate) -> A
     expires_at = None
     if gate.expires_in is not None:
         expires_at = timezone.now() + timedelta(seconds=gate.expires_in)
+    views, secrets = store.seal_fields(payload=gate.payload, guards=gate.guards)
     try:
         with transaction.atomic():
             if not _holds(lease):
@@ -148,11 +151,12 @@ def open_approval(lease: store.Lease, position: int, name: str, gate: Gate) -> A
                 run_id=lease.run_id,
                 position=position,
                 name=name,
-                summary=gate.summary,
-                payload=_stored(gate.payload),
+                summary=redact_text(gate.summary),  # shown, never replayed: destroyed
+                payload=_view(views["payload"]),
                 allowed=list(gate.allowed),
                 schema=gate.schema,
-                guards=_stored(gate.guards),
+                guards=_view(views["guards"]),
+                secrets=secrets,
                 four_eyes=gate.four_eyes,
                 expires_at=expires_at,
                 on_expiry=gate.on_expiry,
@@ -180,11 +184,37 @@ def reopen_approval(lease: store.Lease, approval: Approval, gate: Gate) -> None:
             transaction.on_commit(lambda: _notify(approval.pk))
 
 
-def _stored(value: Any) -> Any:
-    if value is None:
-        return None
-    store.encode(value)  # enforces the payload size limit
-    return store.normalise(store.redact(value))
+def _view(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def unseal_decided(approval: Approval) -> Approval:
+    """The decided approval as agent code must see it: the payload it asked about, and
+    an edit with every leaf the reviewer left as "[REDACTED]" given its original back
+    (a reviewer edits the view; a secret they never saw is not theirs to change)."""
+    shown = approval.payload
+    vault.unseal_into(approval)
+    if approval.edited_payload is not None:
+        approval.edited_payload = unredacted(approval.edited_payload, shown, approval.payload)
+    return approval
+
+
+def unredacted(edited: Any, shown: Any, original: Any) -> Any:
+    """`edited` (a person's edit of the redacted view `shown`) with every leaf they left
+    as "[REDACTED]" given its `original` back."""
+    if edited == REDACTED and shown == REDACTED:
+        return original
+    if isinstance(edited, dict) and isinstance(shown, dict) and isinstance(original, dict):
+        return {
+            key: unredacted(value, shown.get(key), original.get(key))
+            if key in shown and key in original
+            else value
+            for key, value in edited.items()
+        }
+    lists = isinstance(edited, list) and isinstance(shown, list) and isinstance(original, list)
+    if lists and len(edited) == len(shown) == len(original):
+        return [unredacted(*items) for items in zip(edited, shown, original, strict=True)]
+    return edited
 
 
 def _notify(approval_pk: int) -> None:

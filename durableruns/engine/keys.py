@@ -46,9 +46,34 @@ def canonical_json(value: Any, *, limit: int | None = None) -> str:
     return text
 
 
+_LEAVES = (str, int, bool, type(None))
+
+
 def _check(value: Any, depth: int) -> None:
     # json.dumps would say "Out of range float values" or hit the recursion limit:
     # name the real problem instead.
+    kind = type(value)
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            raise too_deep()
+        for key, item in value.items():
+            if type(key) is not str:
+                raise SerializationError(f"not JSON-serialisable: dict key {key!r} is not a string")
+            if type(item) not in _LEAVES:  # the common leaves need no call
+                _check(item, depth + 1)
+        return
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            raise too_deep()
+        for item in value:
+            if type(item) not in _LEAVES:
+                _check(item, depth + 1)
+        return
+    _check_any(value, depth)
+
+
+def _check_any(value: Any, depth: int) -> None:
+    """Everything but a plain dict or list: floats, tuples, subclasses."""
     if isinstance(value, float) and not math.isfinite(value):
         raise SerializationError(f"not JSON-serialisable: {value!r} is not a finite number")
     if isinstance(value, dict | list | tuple) and depth >= MAX_DEPTH:

@@ -24,9 +24,15 @@ from django.db.models.functions import Now
 
 from ..models import Effect, Step
 from ..models import Run as RunRecord
-from . import doorbell, registry, store
+from . import doorbell, gates, registry, store, vault
 from .context import Recorded, Run, StepRequest
-from .errors import NonDeterminismError, Suspend, UnknownAgent, UsageError
+from .errors import (
+    NonDeterminismError,
+    SecretsUnavailable,
+    Suspend,
+    UnknownAgent,
+    UsageError,
+)
 from .outcomes import describe
 
 REPLAYED, DIVERGED, WOULD_EXECUTE = "replayed", "diverged", "would_execute"
@@ -212,8 +218,15 @@ def dry_replay(record: RunRecord, history: Mapping[int, Step] | None = None) -> 
     """Re-execute agent code against recorded history, with every tool and model call
     forbidden. `history` defaults to the run's stored steps; an exported document
     gives its own (durableruns.services.exports.history_from_export)."""
-    if history is None:
-        history = store.load_history(record.id)
+    if getattr(record, "redacted_at", None) is not None:
+        return _not_replayed(record, history, SHREDDED)
+    try:
+        if history is None:
+            history = store.load_history(record.id)
+        else:
+            history = {position: vault.unseal_into(step) for position, step in history.items()}
+    except SecretsUnavailable as exc:
+        return _not_replayed(record, history, exc.message)
     report = ReplayReport(
         run_id=record.id,
         agent=record.agent,
@@ -230,10 +243,22 @@ def dry_replay(record: RunRecord, history: Mapping[int, Step] | None = None) -> 
     return report
 
 
+def _not_replayed(
+    record: RunRecord, history: Mapping[int, Step] | None, message: str
+) -> ReplayReport:
+    report = ReplayReport(record.id, record.agent, record.agent_version, len(history or {}))
+    report.ending = "not_replayed"
+    report.error = {"type": "SecretsUnavailable", "message": message}
+    return report
+
+
 def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: ReplayReport) -> None:
     try:
-        value = agent.fn(context, store.normalise(record.input))
+        value = agent.fn(context, store.normalise(vault.reveal(record, "input")))
         context.finish_check()
+    except SecretsUnavailable as exc:
+        report.ending = "not_replayed"
+        report.error = {"type": "SecretsUnavailable", "message": exc.message}
     except NonDeterminismError as exc:
         report.ending = "diverged"
         report.error = {"type": "NonDeterminismError", "message": exc.message, **exc.details}
@@ -252,6 +277,11 @@ def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: Re
 
 
 KEEP_OUTPUT = object()  # fork(output=...) default: the recorded outcome is kept
+
+SHREDDED = (
+    "retention redacted this run and shredded its secrets: agent code can no longer be "
+    "given what it saw, so it cannot be replayed or forked"
+)
 
 
 class ForkError(UsageError):
@@ -299,7 +329,7 @@ def fork(
     (position - 1), so the fork goes on from an edited state. Call it inside the caller's
     transaction when the fork must commit with something else (an audit row)."""
     _check_fork(run, position)
-    run_input = run.input if input is None else fork_input(input)
+    run_input, run_secrets = _fork_input(run, input)
     copied = [
         step
         for step in run.steps.filter(position__lt=position).order_by("position")
@@ -308,13 +338,14 @@ def fork(
     if output is not KEEP_OUTPUT:
         if not copied or copied[-1].position != position - 1:
             raise ForkError("there is no reused step before the fork point whose output to edit")
-        copied[-1].result, copied[-1].error = fork_output(output), None
+        _edit_output(copied[-1], output)
     with transaction.atomic():
         child = RunRecord.objects.create(
             id=_fork_id(run.id),
             agent=run.agent,
             agent_version=run.agent_version,
             input=run_input,
+            secrets=run_secrets,
             max_steps=run.max_steps,
             max_duration_seconds=run.max_duration_seconds,
             parent=run,
@@ -349,7 +380,31 @@ def fork_input(value: Any) -> Any:
     return store.redacted(value)
 
 
+def _fork_input(run: RunRecord, edited: Any) -> tuple[Any, str]:
+    """The fork's (input view, sealed secrets). An operator edits the redacted view, so a
+    leaf left as "[REDACTED]" gets the parent's original back; new secrets are sealed."""
+    if edited is None:
+        return run.input, run.secrets
+    fork_input(edited)
+    full = gates.unredacted(edited, run.input, vault.reveal(run, "input"))
+    return store.stored("input", full)
+
+
+def _edit_output(step: Step, output: Any) -> None:
+    """Replace a copied step's outcome, sealing what redaction matches in the new one."""
+    fork_output(output)
+    originals = vault.unseal(step.secrets)
+    full = gates.unredacted(output, step.result, originals.get("result", step.result))
+    originals.pop("result", None)
+    originals.pop("error", None)
+    view, sealed = store.stored("result", full)
+    originals.update(vault.unseal(sealed))
+    step.result, step.error, step.secrets = view, None, vault.seal(originals)
+
+
 def _check_fork(run: RunRecord, position: int) -> None:
+    if run.redacted_at is not None:
+        raise ForkError(f"cannot fork: {SHREDDED}")
     recorded = run.steps.count()
     if (
         not isinstance(position, int)
@@ -379,6 +434,7 @@ def _copy_step(step: Step, child: RunRecord) -> Step:
         input=step.input,
         result=step.result,
         error=step.error,
+        secrets=step.secrets,
         attempts=step.attempts,
         started_at=step.started_at,
         finished_at=step.finished_at,

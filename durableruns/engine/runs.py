@@ -17,7 +17,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
 from django.db.models.functions import Now
 
 from ..models import Run
-from . import doorbell, registry, store
+from . import doorbell, registry, store, vault
 from .errors import SerializationError, UsageError
 from .keys import fingerprint
 
@@ -40,14 +40,13 @@ def start_run(
     agent = registry.get_agent(agent_name, version)
     if not isinstance(run_input, dict):
         raise UsageError(f"run input must be a JSON object, not {type(run_input).__name__}")
-    store.encode(run_input)  # the clear error, before anything is written
-    stored_input = store.normalise(store.redact(run_input))
+    stored_input, secrets = store.stored("input", run_input)  # SerializationError before any write
     run_id = run_id or uuid.uuid4().hex
     if not RUN_ID_PATTERN.match(run_id):
         raise UsageError("run id must be 1-64 letters, digits, '.', '_' or '-'")
     existing = Run.objects.filter(pk=run_id).first()
     if existing is not None:
-        return _same_run(existing, agent, stored_input), False
+        return _same_run(existing, agent, run_input), False
     try:
         with transaction.atomic():
             run = Run.objects.create(
@@ -55,6 +54,7 @@ def start_run(
                 agent=agent.name,
                 agent_version=agent.version,
                 input=stored_input,
+                secrets=secrets,
                 max_steps=agent.max_steps or settings.DURABLERUNS_DEFAULT_MAX_STEPS,
                 max_duration_seconds=(
                     agent.max_duration.total_seconds()
@@ -67,12 +67,13 @@ def start_run(
             doorbell.ring(run.id)
     except IntegrityError:
         # Another request created it between our read and our insert.
-        return _same_run(Run.objects.get(pk=run_id), agent, stored_input), False
+        return _same_run(Run.objects.get(pk=run_id), agent, run_input), False
     return run, True
 
 
-def _same_run(existing: Run, agent: registry.Agent, stored_input: Any) -> Run:
-    if existing.agent != agent.name or fingerprint(existing.input) != fingerprint(stored_input):
+def _same_run(existing: Run, agent: registry.Agent, run_input: Any) -> Run:
+    same_input = fingerprint(vault.reveal(existing, "input")) == fingerprint(run_input)
+    if existing.agent != agent.name or not same_input:
         raise RunConflict(
             f"run {existing.id} already exists with a different agent or input; use a new run id"
         )

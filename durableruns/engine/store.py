@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -39,10 +40,10 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
-from . import crashpoints, doorbell
+from . import crashpoints, doorbell, vault
 from .errors import LeaseLost, SerializationError, StoreUnavailable
 from .keys import canonical_json, too_deep
-from .redaction import redact
+from .redaction import current_rules, redact, redact_with
 
 log = logging.getLogger(__name__)
 
@@ -77,25 +78,94 @@ _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def encode(value: Any) -> str:
-    """Redact, then serialise for storage, enforcing the payload size limit."""
-    try:
-        redacted = redact(value)
-    except RecursionError:
-        raise too_deep() from None
-    text = canonical_json(redacted, limit=settings.DURABLERUNS_MAX_PAYLOAD_BYTES)
-    if connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
+    """Serialise for storage, enforcing the payload size limit (before any redaction,
+    so a huge value is refused before anything scans it)."""
+    return storable(canonical_json(value))
+
+
+def storable(text: str) -> str:
+    """`text` (canonical JSON) if it fits the size limit and Postgres can hold it."""
+    limit = settings.DURABLERUNS_MAX_PAYLOAD_BYTES
+    if len(text) > limit // 4 and (size := len(text.encode())) > limit:
+        raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
+    # The substring test first: the regex alone cost 2 ms on a 20 KB result.
+    if "\\u0000" in text and connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
         raise SerializationError("not storable: Postgres JSON cannot hold a NUL (\\u0000)")
     return text
 
 
+def seal_fields(
+    texts: dict[str, str] | None = None, **fields: Any
+) -> tuple[dict[str, str | None], str]:
+    """Each field's stored JSON text (its redacted view) and the row's `secrets`.
+
+    A field is serialised once (or not at all when `texts` has its canonical JSON
+    already), and that text is screened whole by one linear scan; only a field the
+    screen flags is walked value by value. A field redaction changes is stored as
+    the view, and its original goes into the sealed `secrets` (engine/vault.py), so
+    a replay hands agent code exactly the original.
+    """
+    rules = current_rules()
+    views: dict[str, str | None] = {}
+    originals: dict[str, Any] = {}
+    for name, value in fields.items():
+        if value is None:
+            views[name] = None
+            continue
+        known = (texts or {}).get(name)
+        text = storable(known) if known is not None else encode(value)
+        if not rules.flags(text):
+            views[name] = text
+            continue
+        try:
+            view = redact_with(value, rules)
+        except RecursionError:
+            raise too_deep() from None
+        if view is value:
+            views[name] = text
+        else:
+            views[name] = canonical_json(view)
+            originals[name] = value
+    return views, vault.seal(originals)
+
+
+def normalised_text(value: Any) -> tuple[Any, str]:
+    """normalise(value) and its canonical JSON, from one serialisation: the commit
+    reuses the text (seal_fields(texts=...)) instead of serialising again."""
+    text = canonical_json(value)
+    return json.loads(text, parse_float=_as_jsonb_reads), text
+
+
 def normalise(value: Any) -> Any:
-    """The value exactly as a replay will see it: keys sorted, tuples as lists."""
-    return json.loads(canonical_json(value))
+    """The value exactly as a replay will see it: keys sorted, tuples as lists, and
+    numbers as a Postgres jsonb column gives them back (see _as_jsonb_reads)."""
+    return json.loads(canonical_json(value), parse_float=_as_jsonb_reads)
+
+
+def _as_jsonb_reads(text: str) -> float | int:
+    """jsonb keeps numbers as `numeric`: 7.205759403792382e+16 comes back as the integer
+    72057594037923820. Python writes a float with a positive exponent only when it is
+    an integral value (from 1e16 on), so such a float is given as that integer from
+    the first execution on, and a replay returns exactly the same."""
+    if "e+" in text or "E+" in text:
+        return int(Decimal(text))
+    return float(text)
 
 
 def redacted(value: Any) -> Any:
-    """The value as it may be stored in a JSON field: secrets removed, normalised."""
-    return normalise(redact(value))
+    """The value with secrets destroyed, normalised: for what nothing replays (audit
+    before/after, run errors, comments)."""
+    try:
+        return normalise(redact(value))
+    except RecursionError:
+        raise too_deep() from None
+
+
+def stored(name: str, value: Any) -> tuple[Any, str]:
+    """(view, secrets) for one JSON field `name` saved through the ORM (the run input)."""
+    views, secrets = seal_fields(**{name: value})
+    view = views[name]
+    return (None if view is None else json.loads(view)), secrets
 
 
 # --- Leases ------------------------------------------------------------------
@@ -277,21 +347,24 @@ def take_over_dead_owners(batch: int = 500) -> list[str]:
 
 
 def load_history(run_id: str) -> dict[int, Step]:
-    return {step.position: step for step in Step.objects.filter(run_id=run_id).order_by("position")}
+    """The run's steps as agent code saw them: sealed originals put back (executor only)."""
+    steps = Step.objects.filter(run_id=run_id).order_by("position")
+    return {step.position: vault.unseal_into(step) for step in steps}
 
 
 def load_effects(run_id: str) -> dict[int, Effect]:
-    return {effect.position: effect for effect in Effect.objects.filter(run_id=run_id)}
+    effects = Effect.objects.filter(run_id=run_id)
+    return {effect.position: vault.unseal_into(effect) for effect in effects}
 
 
 # --- Fenced writes -------------------------------------------------------------
 
 _STEP_COLUMNS = (
-    "run_id, position, step_id, kind, name, tool, fingerprint, input, result, error, "
+    "run_id, position, step_id, kind, name, tool, fingerprint, input, result, error, secrets, "
     "attempts, started_at, finished_at, schema_version, lease_number, executed_by"
 )
 _EFFECT_COLUMNS = (
-    "run_id, position, idempotency_key, tool, tool_kind, fingerprint, args, state, "
+    "run_id, position, idempotency_key, tool, tool_kind, fingerprint, args, secrets, state, "
     "attempts, started_at, resolution, note"
 )
 
@@ -313,7 +386,7 @@ def _commit_step_sql(vendor: str) -> str:
     json_param, lock = _dialect(vendor)
     return (
         f"INSERT INTO durableruns_step ({_STEP_COLUMNS}) "
-        f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, "
+        f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, %s, "
         f"%s, %s, %s, %s, leases_taken, lease_owner {_fence_guard()}{lock}"
     )
 
@@ -394,12 +467,17 @@ class StepOutcome:
     attempts: int
     started_at: datetime
     finished_at: datetime
+    result_text: str | None = None  # the result's canonical JSON, when already made
 
 
 def commit_step(lease: Lease, outcome: StepOutcome) -> None:
     """Checkpoint one step: a single fenced INSERT ... SELECT, committed on its own."""
     db = connections[DEFAULT_DB_ALIAS]
     adapt_time = db.ops.adapt_datetimefield_value
+    texts = None if outcome.result_text is None else {"result": outcome.result_text}
+    views, secrets = seal_fields(
+        texts, input=outcome.input, result=outcome.result, error=outcome.error
+    )
     params = [
         outcome.position,
         outcome.step_id,
@@ -407,9 +485,10 @@ def commit_step(lease: Lease, outcome: StepOutcome) -> None:
         outcome.name,
         outcome.tool,
         outcome.fingerprint,
-        _json_or_null(outcome.input),
-        _json_or_null(outcome.result),
-        _json_or_null(outcome.error),
+        views["input"],
+        views["result"],
+        views["error"],
+        secrets,
         outcome.attempts,
         adapt_time(outcome.started_at),
         adapt_time(outcome.finished_at),
@@ -421,10 +500,6 @@ def commit_step(lease: Lease, outcome: StepOutcome) -> None:
     _execute_fenced(_commit_step_sql(db.vendor), params, lease)
 
 
-def _json_or_null(value: Any) -> str | None:
-    return None if value is None else encode(value)
-
-
 def start_effect(
     lease: Lease, *, position: int, key: str, tool: str, tool_kind: str, fingerprint: str, args: Any
 ) -> None:
@@ -432,16 +507,18 @@ def start_effect(
     json_param, lock = _sql_dialect()
     sql = (
         f"INSERT INTO durableruns_effect ({_EFFECT_COLUMNS}) "
-        f"SELECT id, %s, %s, %s, %s, %s, {json_param}, 'started', 1, %s, '', '' "
+        f"SELECT id, %s, %s, %s, %s, %s, {json_param}, %s, 'started', 1, %s, '', '' "
         f"{_fence_guard()}{lock}"
     )
+    views, secrets = seal_fields(args=args)
     params = [
         position,
         key,
         tool,
         tool_kind,
         fingerprint,
-        encode(args),
+        views["args"],
+        secrets,
         _db_time(timezone.now()),
         lease.run_id,
         lease.fence,
@@ -469,20 +546,24 @@ def finish_effect(
     key: str,
     *,
     state: str,
+    args: Any,
     result: Any = None,
     error: Any = None,
     step: StepOutcome | None = None,
 ) -> None:
-    """Commit the effect's outcome and, when there is one, its step, in one transaction."""
+    """Commit the effect's outcome and, when there is one, its step, in one transaction.
+    `args` are sealed again with the outcome: one token holds the row's secrets."""
     json_param, _ = _sql_dialect()
+    views, secrets = seal_fields(args=args, result=result, error=error)
     # A dropped connection fails the COMMIT (or the rollback) outside the inner
     # statements, so the whole transaction is watched, not just each statement.
     with _confirmed(lease), transaction.atomic():
         _fenced_effect_update(
             lease,
             key,
-            f"state = %s, result = {json_param}, error = {json_param}, finished_at = %s",
-            [state, _json_or_null(result), _json_or_null(error), _db_time(timezone.now())],
+            f"state = %s, result = {json_param}, error = {json_param}, secrets = %s, "
+            "finished_at = %s",
+            [state, views["result"], views["error"], secrets, _db_time(timezone.now())],
         )
         if step is not None:
             commit_step(lease, step)
@@ -492,6 +573,6 @@ def finish_effect(
 
 def set_effect_state(lease: Lease, key: str, state: str, *, error: Any = None) -> None:
     json_param, _ = _sql_dialect()
-    _fenced_effect_update(
-        lease, key, f"state = %s, error = {json_param}", [state, _json_or_null(error)]
-    )
+    # Only the engine's own explanation goes here (no secrets): stored as the view.
+    view = None if error is None else canonical_json(redacted(error))
+    _fenced_effect_update(lease, key, f"state = %s, error = {json_param}", [state, view])

@@ -24,6 +24,7 @@ from django.urls import reverse
 from .. import roles
 from ..engine import gates, signals, store
 from ..engine.errors import SerializationError
+from ..engine.redaction import redact_text
 from ..models import Approval, Run
 from ..validation import InvalidInput, parse_json
 from . import audit
@@ -77,7 +78,9 @@ def decide(
         "decision": decision,
         "decided_by": user,
         "decider_name": user.get_username(),
-        "comment": comment.strip(),
+        # Read by people (and handed to agent code as the reviewer's words, the same
+        # on execution and replay): a secret typed here is destroyed, never stored.
+        "comment": redact_text(comment.strip()),
         "edited_payload": edited,
     }
     return _settle(approval, user, changes)

@@ -17,6 +17,7 @@ no-op; a different one after a resolution was recorded raises `AlreadyResolved`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -24,8 +25,9 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from .. import roles
-from ..engine import doorbell, store
+from ..engine import doorbell, store, vault
 from ..engine.errors import DurableRunsError, SerializationError
+from ..engine.redaction import redact_text
 from ..models import Effect, Run
 from ..validation import InvalidInput, parse_json
 from . import audit, runs
@@ -105,12 +107,12 @@ def _checked_result(resolution: str, result: Any) -> Any:
             "which agent code then receives"
         )
     store.encode(result)  # JSON only, within the payload limit: SerializationError otherwise
-    return store.normalise(store.redact(result))
+    return store.normalise(result)  # what agent code receives; stored sealed (_record)
 
 
 def _repeated(effect: Effect, resolution: str, result: Any) -> Effect:
     same = effect.resolution == resolution and (
-        resolution != Resolution.HAPPENED or store.normalise(effect.result) == result
+        resolution != Resolution.HAPPENED or vault.reveal(effect, "result") == result
     )
     if not same:
         raise AlreadyResolved(effect)
@@ -126,10 +128,14 @@ def _record(effect: Effect, resolution: str, result: Any, user: Any, note: str) 
         "resolution": resolution,
         "resolved_by": user,
         "resolved_at": Now(),
-        "note": note,
+        "note": redact_text(note),  # a note is only read: secrets in it are destroyed
     }
     if resolution == Resolution.HAPPENED:
-        fields["result"] = result
+        # Sealed with the arguments: one token holds the effect row's secrets.
+        views, fields["secrets"] = store.seal_fields(
+            args=vault.reveal(effect, "args"), result=result
+        )
+        fields["result"] = json.loads(views["result"] or "null")
     Effect.objects.filter(pk=effect.pk, state=Effect.State.UNKNOWN).update(**fields)
     after = {"state": Effect.State.RESOLVED, "resolution": resolution, "note": note}
     if resolution == Resolution.HAPPENED:

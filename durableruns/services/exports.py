@@ -39,6 +39,7 @@ _RUN_FIELDS = (
     "retry_position",
     "retry_attempts",
     "last_error",
+    "secrets",  # ciphertext: an import under the same keys can still replay
 )
 _STEP_FIELDS = (
     "position",
@@ -50,6 +51,7 @@ _STEP_FIELDS = (
     "input",
     "result",
     "error",
+    "secrets",
     "attempts",
     "schema_version",
 )
@@ -68,6 +70,7 @@ _APPROVAL_FIELDS = (
     "comment",
     "edited_payload",
     "on_expiry",
+    "secrets",
 )
 _EFFECT_FIELDS = (
     "position",
@@ -79,6 +82,7 @@ _EFFECT_FIELDS = (
     "state",
     "result",
     "error",
+    "secrets",
     "attempts",
     "resolution",
     "note",
@@ -99,7 +103,7 @@ def export_run(run: Run) -> dict[str, Any]:
         "run": {
             **model_to_dict(run, fields=_RUN_FIELDS),
             "id": run.id,
-            **_times(run, "created_at", "started_at", "finished_at"),
+            **_times(run, "created_at", "started_at", "finished_at", "redacted_at"),
         },
         "steps": [
             {
@@ -278,7 +282,17 @@ def _run_record(run: Mapping[str, Any]) -> Run:
         retry_attempts=int(run.get("retry_attempts") or 0),
         started_at=_time(run, "started_at", "run", required=False),
         finished_at=_time(run, "finished_at", "run", required=False),
+        redacted_at=_time(run, "redacted_at", "run", required=False),
+        secrets=_secrets(run, "run"),
     )
+
+
+def _secrets(obj: Mapping[str, Any], where: str) -> str:
+    """The sealed secrets (engine/vault.py); absent in documents from before they existed."""
+    value = obj.get("secrets") or ""
+    if not isinstance(value, str):
+        raise ExportError(f"{where}: field 'secrets' must be str")
+    return value
 
 
 def _step_record(step: Mapping[str, Any], run: Run) -> Step:
@@ -293,6 +307,7 @@ def _step_record(step: Mapping[str, Any], run: Run) -> Step:
         input=step.get("input"),
         result=step.get("result"),
         error=step.get("error"),
+        secrets=_secrets(step, "step"),
         attempts=int(step.get("attempts") or 1),
         started_at=_time(step, "started_at", "step"),
         finished_at=_time(step, "finished_at", "step"),
@@ -312,6 +327,7 @@ def _effect_record(effect: Mapping[str, Any], run: Run) -> Effect:
         state=effect["state"],
         result=effect.get("result"),
         error=effect.get("error"),
+        secrets=_secrets(effect, "effect"),
         attempts=int(effect.get("attempts") or 1),
         started_at=_time(effect, "started_at", "effect"),
         finished_at=_time(effect, "finished_at", "effect", required=False),
@@ -324,6 +340,7 @@ def _effect_record(effect: Mapping[str, Any], run: Run) -> Effect:
 def _approval_record(approval: Mapping[str, Any], run: Run) -> Approval:
     # The decider is kept by name: user ids mean nothing in another database.
     fields = {k: approval[k] for k in _APPROVAL_FIELDS if k in approval}
+    fields["secrets"] = _secrets(approval, "approval")
     return Approval(
         run=run,
         **fields,

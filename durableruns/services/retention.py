@@ -169,11 +169,13 @@ def _redact(ids: list[str]) -> None:
         *_related_payloads(),
     ]
     for model, fields in payloads:
+        # Emptying `secrets` shreds them: the ciphertext is gone, whatever keys exist.
         model.objects.filter(run_id__in=ids).update(
-            **{name: _marker_if_set(model, name) for name in fields}
+            secrets="", **{name: _marker_if_set(model, name) for name in fields}
         )
     Run.objects.filter(pk__in=ids).update(
         redacted_at=timezone.now(),
+        secrets="",
         **{name: _marker_if_set(Run, name) for name in ("input", "result", "error", "last_error")},
     )
 

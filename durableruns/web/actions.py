@@ -254,8 +254,8 @@ def _edited_input(record: Run, text: str) -> Any:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         raise ForkError("the edited input is not valid JSON") from None
-    stored = fork_input(value)
-    return None if stored == record.input else stored
+    # Compared as stored (redacted); the fork gets the value typed, and seals it.
+    return None if fork_input(value) == record.input else value
 
 
 def _edited_output(record: Run, position: int, text: str) -> Any:
@@ -268,17 +268,16 @@ def _edited_output(record: Run, position: int, text: str) -> Any:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         raise ForkError("the edited output is not valid JSON") from None
-    stored = fork_output(value)
     last = record.steps.filter(position=position - 1).values("result").first()
-    if last is None or stored == last["result"]:  # the form as shown: nothing edited
+    if last is None or fork_output(value) == last["result"]:  # the form as shown: unedited
         return KEEP_OUTPUT
-    return stored
+    return value
 
 
 def _fork_form(context: dict[str, Any], record: Run, edited: Any = None) -> dict[str, Any]:
     """What the form shows: the edited input and output if any, else the recorded ones."""
     context["edited"] = edited
-    context["shown_input"] = _pretty(record.input if edited is None else edited)
+    context["shown_input"] = _pretty(record.input if edited is None else fork_input(edited))
     position = context["position"]
     last = record.steps.filter(position=position - 1).first() if position >= 1 else None
     context["last_reused"] = last

@@ -17,10 +17,10 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from ..engine import registry
-from ..engine.redaction import VALUE_PATTERNS
+from ..engine.redaction import VALUE_PATTERNS, InvalidPattern, compile_pattern
 from ..models import RedactionRule, RetentionPolicy, RetentionSweep, Run
 from ..roles import MANAGE_POLICIES, OPERATE_RUNS, permission_required
-from ..services import audit, retention
+from ..services import audit, retention, reveal
 
 SWEEPS_SHOWN = 20
 TERMINAL_CHOICES = [(s, s) for s in retention.TERMINAL_STATUSES]
@@ -52,12 +52,10 @@ class RuleForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("kind") == RedactionRule.Kind.PATTERN and data.get("value"):
-            import re
-
             try:
-                re.compile(data["value"])
-            except re.error as exc:
-                self.add_error("value", f"not a valid regular expression: {exc}")
+                compile_pattern(data["value"])
+            except InvalidPattern as exc:
+                self.add_error("value", str(exc))
         return data
 
 
@@ -205,7 +203,7 @@ def _rules_page(request: HttpRequest, form: RuleForm, status: int = 200) -> Http
     context = {
         "rules": RedactionRule.objects.all(),
         "default_keys": settings.DURABLERUNS_REDACT_KEYS,
-        "default_patterns": [p.pattern for p in VALUE_PATTERNS],
+        "default_patterns": VALUE_PATTERNS,
         "form": form,
     }
     return render(request, "durableruns/admin/redaction.html", context, status=status)
@@ -276,6 +274,43 @@ def _set_hold(request: HttpRequest, run_id: str, hold: bool) -> HttpResponse:
     return redirect(run.get_absolute_url())
 
 
+# --- Sealed secrets: admins see which values are sealed and reveal one, with a reason --
+
+
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def run_secrets(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    return render(request, "durableruns/admin/secrets.html", {"run": run, "sealed": _sealed(run)})
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def secret_reveal(
+    request: HttpRequest, run_id: str, kind: str, pk: str, field: str
+) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    try:
+        row = reveal.find(run_id, kind, pk)
+        value = reveal.reveal(request.user, row, field, request.POST.get("reason", ""))
+    except reveal.RevealError as exc:
+        context = {"run": run, "sealed": _sealed(run), "error": str(exc)}
+        return render(request, "durableruns/admin/secrets.html", context, status=400)
+    context = {"run": run, "kind": kind, "pk": pk, "field": field, "value": value}
+    return render(request, "durableruns/admin/secret_revealed.html", context)
+
+
+def _sealed(run: Run) -> list[SimpleNamespace]:
+    rows: list[Any] = [run]
+    for name in ("steps", "effects", "approvals"):
+        rows.extend(getattr(run, name).exclude(secrets="").order_by("position"))
+    return [
+        SimpleNamespace(kind=type(row)._meta.model_name, row=row, field=field)
+        for row in rows
+        for field in reveal.sealed_fields(row)
+    ]
+
+
 urlpatterns = [
     path("policies/", policies, name="policies"),
     path("policies/new", policy_create, name="policy-create"),
@@ -291,4 +326,10 @@ urlpatterns = [
 run_urlpatterns = [
     path("runs/<str:run_id>/hold", run_hold, name="run-hold"),
     path("runs/<str:run_id>/release", run_release, name="run-release"),
+    path("runs/<str:run_id>/secrets/", run_secrets, name="run-secrets"),
+    path(
+        "runs/<str:run_id>/secrets/<str:kind>/<str:pk>/<str:field>",
+        secret_reveal,
+        name="secret-reveal",
+    ),
 ]

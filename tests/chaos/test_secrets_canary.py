@@ -5,6 +5,7 @@ redis-server, captured with MONITOR) — while the run still works."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import secrets
@@ -36,6 +37,12 @@ def _luhn_card() -> str:
 
 
 def _canaries() -> dict[str, str]:
+    canaries = _canary_values()
+    canaries["multiword_tail"] = canaries["multiword_password"].split()[2]
+    return canaries
+
+
+def _canary_values() -> dict[str, str]:
     return {
         "input_key": _token(),  # under "api_key" in the input
         "input_pattern": f"sk_live_{_token()}",  # free text in the input
@@ -47,6 +54,23 @@ def _canaries() -> dict[str, str]:
         "exception_key": f"sk_live_{_token()}",  # in a tool's exception message
         "fail_token": _token(),  # "token=..." in an uncaught exception
         "fail_card": _luhn_card(),  # a card number in the same message
+        # Issue 11's shapes (tests/agents_canary.py: shapes()), through a tool and back.
+        "camel_access": _token(),
+        "camel_client": _token(),
+        "camel_private": _token(),
+        "aws_secret": _token(40),
+        "aws_secret_text": _token(40),
+        "card_number": _luhn_card(),  # sent as a JSON number
+        "basic_auth": base64.b64encode(f"svc:{_token()}".encode()).decode(),
+        "multiword_password": f"correct horse {_token(10)} staple",
+        "multiword_tail": "",  # filled below: the password's third word alone
+        "github": "ghp_" + _token(36),
+        "slack": f"xoxb-{random.randint(10**11, 10**12 - 1)}-{_token(24)}",
+        "db_password": _token(),
+        "pem_body": _token(64),
+        "jwt_signature": _token(43),
+        "query_key": _token(),
+        "query_password": _token(),
     }
 
 
@@ -177,6 +201,7 @@ def test_no_secret_reaches_the_database_the_logs_or_redis(private_redis, process
     assert ok.status == Run.Status.SUCCEEDED, ok.error
     # The run worked with the real secrets: the tool checked them, the model echoed one.
     assert ok.result["verified"] is True and ok.result["confirmed"] is True
+    assert ok.result["shapes_received"] is True  # the tool got every shape in clear
     failed = Run.objects.get(pk="canary-fail")
     assert failed.status == Run.Status.FAILED
     assert "gave up; token=[REDACTED] card [REDACTED]" in failed.error["message"]

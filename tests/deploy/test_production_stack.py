@@ -75,6 +75,8 @@ def stack(tmp_path, settings, live_server):
             "2",
             "--access-logfile",
             "-",
+            "--logger-class",
+            "durableruns.logs.GunicornLogger",
         ],
         cwd=ROOT,
         env=env,

@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import timedelta
 
 import durableruns as dr
+from durableruns.engine.errors import TransientError
 
 CALLS: Counter = Counter()
 FAILURES: Counter = Counter()
@@ -91,3 +92,22 @@ def bad_tool_call(run: dr.Run, task: dict) -> object:
     from durableruns.demo.tools import refund
 
     return run.call(refund, order_id="A-1001")  # no cents
+
+
+SEEN: dict[str, list] = {}
+FAILED_ONCE: set[str] = set()
+
+
+@dr.agent("t-echo-twice", version="1")
+def echo_twice(run: dr.Run, task: dict) -> object:
+    """Records what the step returned on execution and again on replay."""
+    value = run.step("echo", lambda: task["value"])
+    SEEN.setdefault(run.id, []).append(value)
+
+    def fail_once() -> None:
+        if run.id not in FAILED_ONCE:
+            FAILED_ONCE.add(run.id)
+            raise TransientError("once, so that the next task replays 'echo'")
+
+    run.step("boundary", fail_once)
+    return value

@@ -74,6 +74,13 @@ EXPECTED: dict[str, Expect] = {
     "redaction-rule-delete": Expect("POST", ADMIN_ACTION, {"pk": "rule"}),
     "run-hold": Expect("POST", OPERATOR_ACTION, RUN),
     "run-release": Expect("POST", ADMIN_ACTION, RUN),
+    # Sealed secrets: admins only; a reveal without a reason is refused (400).
+    "run-secrets": Expect("GET", ADMIN_PAGE, RUN),
+    "secret-reveal": Expect(
+        "POST",
+        _by_role(302, 403, 403, 403, 400),
+        {"run_id": "r1", "kind": "run", "pk": "r1", "field": "input"},
+    ),
     # Reviewers' inbox: every role may read it; deciding needs decide_approval (an
     # empty form is refused with 400 once the permission check has let one in).
     "approvals": Expect("GET", VIEW_PAGE),
