@@ -1,0 +1,31 @@
+// Site-wide htmx behaviour, served from the project (CSP: script-src 'self').
+// 1. Validation answers (400, 409, 422) are swapped with their real status: the
+//    server renders the form or card with the error, htmx shows it (responseHandling
+//    in the htmx-config meta tag of _base.html does the swapping; nothing here).
+// 2. Focus survives a swap: the element that had focus (by id) gets it back, or
+//    failing that the first alert in the swapped content, so keyboard and screen
+//    reader users are not thrown back to the top of the page.
+(function () {
+  "use strict";
+  var focusedId = null;
+  document.addEventListener("htmx:beforeSwap", function () {
+    var active = document.activeElement;
+    focusedId = active && active !== document.body && active.id ? active.id : null;
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (event.detail.requestConfig && event.detail.requestConfig.verb === "get"
+        && event.detail.elt && event.detail.elt.hasAttribute("hx-trigger")) {
+      return; // a poll: leave focus where the person put it
+    }
+    var alert = event.detail.target && event.detail.target.querySelector
+      ? event.detail.target.querySelector("[role=alert]") : null;
+    var again = focusedId ? document.getElementById(focusedId) : null;
+    var target = alert || again;
+    if (target && document.activeElement !== target) {
+      if (!target.hasAttribute("tabindex") && !/^(INPUT|SELECT|TEXTAREA|BUTTON|A)$/.test(target.tagName)) {
+        target.setAttribute("tabindex", "-1");
+      }
+      target.focus();
+    }
+  });
+})();
