@@ -38,3 +38,15 @@ def ticking_bot(run: dr.Run, task: dict) -> dict:
         if tick < ticks - 1:
             run.sleep(f"nap-{tick}", float(task.get("nap", 0.6)))
     return {"ticks": ticks}
+
+
+@dr.agent("t-ask", version="1", max_steps=10)
+def asking_bot(run: dr.Run, task: dict) -> dict:
+    """Asks a reviewer a question it may answer in words (respond) instead of deciding."""
+    decision = run.approval(
+        "ask-warehouse",
+        summary=f"Which **warehouse** should ship order `{task.get('order', 'A-7')}`?",
+        payload={"order_id": task.get("order", "A-7")},
+        allowed=("approve", "reject", "respond"),
+    )
+    return {"decision": decision.decision, "answer": decision.comment}
