@@ -15,6 +15,11 @@ DESKTOP = {"width": 1280, "height": 900}
 SHOTS = os.environ.get("DURABLERUNS_SHOTS_DIR", "")
 
 
+WIDE_ELEMENTS = """() => [...document.querySelectorAll("body *")]
+  .filter((el) => el.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+  .slice(0, 8).map((el) => el.tagName + "#" + el.id + "." + el.className)"""
+
+
 def assert_accessible(page: Page, where: str) -> None:
     results = Axe().run(page)
     bad = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
@@ -30,7 +35,8 @@ def assert_fits_a_phone(page: Page, where: str, shot: str, tmp_path: Path) -> Pa
         overflow = page.evaluate(
             "document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )
-        assert overflow <= 0, f"{where}: the page scrolls {overflow} px sideways at 390 px"
+        wide = page.evaluate(WIDE_ELEMENTS) if overflow > 0 else []
+        assert overflow <= 0, f"{where}: the page scrolls {overflow} px sideways: {wide}"
         path = Path(SHOTS or tmp_path) / f"{shot}-390.png"
         page.screenshot(path=str(path), full_page=True)
     finally:
