@@ -58,7 +58,7 @@ class InboxFilters:
     started_by: str = ""
     age: str = ""  # waiting (or asked) longer than
     q: str = ""
-    sort: str = "oldest"
+    sort: str = ""  # default: oldest pending first, newest decision first
 
     @classmethod
     def from_query(cls, query: QueryDict) -> InboxFilters:
