@@ -51,6 +51,7 @@ def test_a_reviewer_lands_on_the_inbox_filters_it_and_finds_a_decision_in_histor
     expect(page.locator("nav[aria-label=Main] a[aria-current=page]")).to_contain_text("Approvals")
     cards = page.locator("#inbox-cards > article")
     expect(cards).to_have_count(2)
+    expect(page.locator("body")).not_to_contain_text("{#")  # no template comment leaks
 
     page.get_by_label("Agent").select_option("t-ask")
     page.get_by_role("button", name="Filter").click()
