@@ -8,17 +8,20 @@
 (function () {
   "use strict";
   var focusedId = null;
-  document.addEventListener("htmx:beforeSwap", function () {
+  var targetId = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
     var active = document.activeElement;
     focusedId = active && active !== document.body && active.id ? active.id : null;
+    // An outerHTML swap replaces the target: find its successor by id afterwards.
+    targetId = event.detail.target && event.detail.target.id ? event.detail.target.id : null;
   });
   document.addEventListener("htmx:afterSettle", function (event) {
     if (event.detail.requestConfig && event.detail.requestConfig.verb === "get"
         && event.detail.elt && event.detail.elt.hasAttribute("hx-trigger")) {
       return; // a poll: leave focus where the person put it
     }
-    var alert = event.detail.target && event.detail.target.querySelector
-      ? event.detail.target.querySelector("[role=alert]") : null;
+    var swapped = targetId ? document.getElementById(targetId) : null;
+    var alert = swapped ? swapped.querySelector("[role=alert]") : null;
     var again = focusedId ? document.getElementById(focusedId) : null;
     var target = alert || again;
     if (target && document.activeElement !== target) {

@@ -129,6 +129,7 @@ def test_a_reviewer_edits_through_the_schema_form_and_sees_the_limit(
     card.get_by_role("button", name="Edit and approve").click()
     alert = page.locator(f"#approval-{approval.pk} [role=alert]")
     expect(alert).to_contain_text("at most 25,000")
+    expect(alert).to_be_focused()  # focus follows the swap to the error, not the page top
     amount = page.locator(f"#approval-{approval.pk}").get_by_label("Amount (cents)")
     expect(amount).to_have_value("30000")  # what the reviewer typed is kept
     assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
