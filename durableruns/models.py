@@ -50,6 +50,7 @@ class Run(models.Model):
     # Retention (admin area): a held run is never deleted or redacted; a redacted
     # run keeps its ledger keys, states and decisions but no payloads.
     legal_hold = models.BooleanField(default=False)
+    legal_hold_reason = models.CharField(max_length=500, blank=True, default="", db_default="")
     redacted_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
     fork_position = models.PositiveIntegerField(null=True, blank=True)
@@ -282,11 +283,13 @@ class Approval(models.Model):
         EXPIRED = "expired"
         # Closed because its run was cancelled: nobody decided anything.
         CLOSED = "closed"
+        RESPONDED = "responded"
 
     class Decision(models.TextChoices):
         APPROVE = "approve"
         REJECT = "reject"
         EDIT = "edit", "edit and approve"
+        RESPOND = "respond", "answered"
         EXPIRE = "expire", "expired"
 
     # What a retention policy's redact action blanks (see durableruns/retention.py).
@@ -315,6 +318,15 @@ class Approval(models.Model):
     decider_name = models.CharField(max_length=150, blank=True, default="")
     comment = models.TextField(blank=True, default="")
     edited_payload = models.JSONField(null=True, blank=True)
+    # A reviewer who took the approval so two people do not work on it at once.
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     on_expiry = models.CharField(max_length=10, default=Decision.REJECT)
     created_at = models.DateTimeField(auto_now_add=True)

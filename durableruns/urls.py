@@ -1,6 +1,6 @@
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from .web import actions, approvals, ledger, login_throttle, monitoring, policies, views
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("approvals/", approvals.inbox, name="approvals"),
     path("approvals/<int:pk>/", approvals.approval, name="approval"),
     path("approvals/<int:pk>/decide/", approvals.decide_approval, name="decide_approval"),
+    path("approvals/<int:pk>/claim/", approvals.claim_approval, name="claim_approval"),
     # Operator dashboard (issue 5)
     path("runs-statuses/", views.run_statuses, name="run-statuses"),
     path("runs-bulk/", actions.bulk, name="runs-bulk"),
@@ -26,7 +27,10 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", monitoring.healthz, name="healthz"),
     path("metrics", monitoring.metrics_page, name="metrics"),
-    path("admin/", include(policies.urlpatterns)),
+    path("manage/", include(policies.urlpatterns)),
+    # The admin pages lived under /admin/ (Django's admin is not used): old links still work.
+    re_path(r"^admin/(?P<rest>.*)$", views.moved_to_manage, name="admin-moved"),
+    path("home/", views.home, name="home"),
     *policies.run_urlpatterns,
     path("api/", include("durableruns.api.urls")),
 ]

@@ -73,7 +73,14 @@ def _approve_refund(run: dr.Run, order: dict, tool_name: str):
         "type": "object",
         "properties": {
             "order_id": {"const": order["id"]},
-            "cents": {"type": "integer", "minimum": 1, "maximum": order["cents"]},
+            "cents": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": order["cents"],
+                "title": "Amount (cents)",
+                "description": "What to refund, in cents; lower it for a partial refund.",
+                "x-display": "cents",
+            },
         },
         "required": ["order_id", "cents"],
     }

@@ -33,7 +33,9 @@ from .redaction import REDACTED, redact_text
 
 log = logging.getLogger(__name__)
 
-DECISIONS = ("approve", "reject", "edit")
+DECISIONS = ("approve", "reject", "edit")  # the default an agent allows
+# Opt-in: a reviewer answers the agent in words instead of deciding.
+KNOWN_DECISIONS = (*DECISIONS, "respond")
 ON_EXPIRY = ("approve", "reject")
 
 
@@ -41,12 +43,16 @@ ON_EXPIRY = ("approve", "reject")
 class Decision:
     """What agent code gets back from `run.approval(...)`."""
 
-    decision: str  # "approve", "reject", "edit" or "expire"
+    decision: str  # "approve", "reject", "edit", "respond" or "expire"
     approved: bool
     payload: Any  # the payload as approved: the reviewer's edit, if there was one
-    comment: str
+    comment: str  # for "respond": the reviewer's answer to the agent
     decider: str  # a username, or "system" for expiry
     decided_at: str
+
+    @property
+    def responded(self) -> bool:
+        return self.decision == Approval.Decision.RESPOND
 
     @property
     def expired(self) -> bool:
@@ -85,10 +91,10 @@ class Gate:
         four_eyes: bool,
     ) -> Gate:
         allowed = tuple(allowed)
-        unknown = set(allowed) - set(DECISIONS)
+        unknown = set(allowed) - set(KNOWN_DECISIONS)
         if not allowed or unknown:
             raise UsageError(
-                f"approval allowed decisions must be among {DECISIONS}, "
+                f"approval allowed decisions must be among {KNOWN_DECISIONS}, "
                 f"not {sorted(unknown) or 'none'}"
             )
         if on_expiry not in ON_EXPIRY:

@@ -31,7 +31,8 @@ from . import audit
 
 log = logging.getLogger(__name__)
 State = Approval.State
-DECISIONS = gates.DECISIONS
+DECISIONS = gates.KNOWN_DECISIONS
+REASON_MAX = 5000
 
 
 class DecisionRefused(Exception):
@@ -55,6 +56,10 @@ class FourEyesRefused(DecisionRefused):
     """The person who started the run may not approve it."""
 
 
+class ClaimedByOther(DecisionRefused):
+    """Another reviewer has claimed the approval; only they (or an admin) may decide."""
+
+
 def decide(
     approval: Approval, decision: str, *, user: Any, comment: str = "", payload: Any = None
 ) -> Approval:
@@ -69,21 +74,91 @@ def decide(
         raise DecisionRefused(f"this approval does not allow {decision!r}")
     if not approval.is_pending:
         raise AlreadyDecided(approval)
+    comment = _reason(decision, comment)
     edited = validated_edit(approval, payload) if decision == "edit" else None
-    if approval.four_eyes and decision != "reject" and _started_by(approval, user):
+    if approval.four_eyes and decision not in ("reject", "respond") and _started_by(approval, user):
         raise FourEyesRefused("you started this run; another reviewer must approve it")
-    state = State.REJECTED if decision == "reject" else State.APPROVED
+    _check_claim(approval, user)
     changes = {
-        "state": state,
+        "state": STATE_AFTER.get(decision, State.APPROVED),
         "decision": decision,
         "decided_by": user,
         "decider_name": user.get_username(),
         # Read by people (and handed to agent code as the reviewer's words, the same
         # on execution and replay): a secret typed here is destroyed, never stored.
-        "comment": redact_text(comment.strip()),
+        "comment": redact_text(comment),
         "edited_payload": edited,
     }
     return _settle(approval, user, changes)
+
+
+STATE_AFTER = {"reject": State.REJECTED, "respond": State.RESPONDED}
+NEEDS_WORDS = {
+    "reject": "a rejection needs a reason (the agent and the audit log get it)",
+    "respond": "write the answer the agent should get",
+}
+
+
+def _reason(decision: str, comment: Any) -> str:
+    text = str(comment or "").strip()
+    if decision in NEEDS_WORDS and not text:
+        raise DecisionRefused(NEEDS_WORDS[decision])
+    if len(text) > REASON_MAX:
+        raise DecisionRefused(f"the comment is too long (at most {REASON_MAX:,} characters)")
+    return text
+
+
+def _check_claim(approval: Approval, user: Any) -> None:
+    claimer = approval.claimed_by_id
+    if claimer is None or claimer == user.pk or user.has_perm(roles.MANAGE_POLICIES):
+        return
+    raise ClaimedByOther(
+        f"claimed by {approval.claimed_by.get_username()}; ask them or an admin to reassign it"
+    )
+
+
+def claim(approval: Approval, *, user: Any, assignee: Any) -> Approval:
+    """Give a pending approval to `assignee` (None releases it).
+
+    A reviewer may take an unclaimed approval or release their own; giving it to
+    someone else, or taking it from them, is an admin's. Audited; repeating it
+    changes nothing.
+    """
+    is_admin = user.has_perm(roles.MANAGE_POLICIES)
+    target = assignee
+    if not approval.is_pending:
+        raise AlreadyDecided(approval)
+    if target is not None and not target.has_perm(roles.DECIDE_APPROVALS):
+        raise DecisionRefused(f"{target.get_username()} may not decide approvals")
+    if not is_admin and target is not None and target.pk != user.pk:
+        raise DecisionRefused("only an admin may assign an approval to someone else")
+    current = approval.claimed_by_id
+    if not is_admin and current not in (None, user.pk):
+        raise ClaimedByOther(f"already claimed by {approval.claimed_by.get_username()}")
+    new = target.pk if target is not None else None
+    if current == new:
+        return approval
+    with transaction.atomic():
+        updated = Approval.objects.filter(
+            pk=approval.pk, state=State.PENDING, claimed_by_id=current
+        ).update(claimed_by_id=new, claimed_at=Now() if new else None)
+        fresh = Approval.objects.select_related("run", "claimed_by").get(pk=approval.pk)
+        if not updated:
+            raise DecisionRefused("the approval changed meanwhile; look again")
+        audit.record(
+            user,
+            "approval.claim" if new else "approval.release",
+            fresh,
+            before={"claimed_by": current},
+            after={"claimed_by": target.get_username() if target else None},
+        )
+    return fresh
+
+
+def decided() -> Any:
+    """Decided approvals, newest decision first (the inbox's history)."""
+    rows = Approval.objects.exclude(state=State.PENDING).select_related("run", "claimed_by")
+    return rows.order_by("-decided_at", "-pk")
 
 
 def _started_by(approval: Approval, user: Any) -> bool:
@@ -109,8 +184,30 @@ def validated_edit(approval: Approval, payload: Any) -> Any:
             jsonschema.validate(payload, approval.schema)
         except jsonschema.ValidationError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "payload"
-            raise InvalidEdit(f"the edited payload does not fit: {where}: {exc.message}") from None
+            limits = describe_limits(exc.schema) if isinstance(exc.schema, dict) else ""
+            allowed = f" (allowed: {limits})" if limits else ""
+            raise InvalidEdit(
+                f"the edited payload does not fit: {where}: {exc.message}{allowed}"
+            ) from None
     return store.normalise(store.redact(payload))
+
+
+def describe_limits(spec: dict[str, Any]) -> str:
+    """A schema's limits in words, e.g. "at least 1, at most 25,000"."""
+    parts = []
+    for key, words in (
+        ("minimum", "at least"),
+        ("maximum", "at most"),
+        ("exclusiveMinimum", "more than"),
+        ("exclusiveMaximum", "less than"),
+    ):
+        if isinstance(spec.get(key), int | float) and not isinstance(spec.get(key), bool):
+            parts.append(f"{words} {spec[key]:,}")
+    if isinstance(spec.get("maxLength"), int):
+        parts.append(f"at most {spec['maxLength']:,} characters")
+    if "const" in spec:
+        parts.append("fixed by the agent")
+    return ", ".join(parts)
 
 
 def _settle(approval: Approval, actor: Any, changes: dict[str, Any]) -> Approval:
@@ -168,7 +265,7 @@ def pending() -> Any:
     return (
         Approval.objects.filter(state=State.PENDING)
         .exclude(run__status__in=list(Run.TERMINAL))
-        .select_related("run")
+        .select_related("run", "claimed_by")
         .order_by("created_at", "pk")
     )
 
@@ -193,12 +290,19 @@ def approval_link(approval: Approval) -> str:
     return settings.DURABLERUNS_BASE_URL.rstrip("/") + reverse("approval", args=[approval.pk])
 
 
+SANDBOX_NOTE = (
+    "SANDBOX: this run is a sandboxed fork. Its write tools are not called; "
+    "approving it changes nothing outside."
+)
+
+
 def notify_reviewers(approval: Approval) -> int:
     """Email every reviewer that an approval is waiting, with an absolute link to it."""
     recipients = sorted(reviewers().values_list("email", flat=True))
     if not recipients:
         return 0
     run = approval.run
+    sandbox = "[SANDBOX] " if run.sandbox else ""
     lines = [
         f"Run {run.id} ({run.agent}) is waiting for your decision on {approval.name!r}.",
         "",
@@ -210,7 +314,9 @@ def notify_reviewers(approval: Approval) -> int:
         lines.append(
             f"It expires at {approval.expires_at:%Y-%m-%d %H:%M UTC} (then: {approval.on_expiry})."
         )
-    subject = f"Approval needed: {approval.name} ({run.agent})"
+    if run.sandbox:
+        lines[1:1] = ["", SANDBOX_NOTE]
+    subject = f"{sandbox}Approval needed: {approval.name} ({run.agent})"
     return send_mail(subject, "\n".join(lines), None, recipients)
 
 

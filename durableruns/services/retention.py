@@ -10,6 +10,7 @@ runs being executed meanwhile never wait on a sweep for long.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Iterable
@@ -83,6 +84,30 @@ def preview(policies: Iterable[RetentionPolicy]) -> Preview:
             redact_qs = redact_qs.exclude(delete_q)
         redacted = redact_qs.count()
     return Preview(deleted, redacted)
+
+
+@dataclass(frozen=True)
+class Impact:
+    """What applying policies now would do: the counts, a sample of the runs, and a
+    digest of exactly which runs, so a confirmation can tell if the data changed."""
+
+    preview: Preview
+    sample: list[str]
+    digest: str
+
+
+def impact(policies: Iterable[RetentionPolicy], sample_size: int = 10) -> Impact:
+    policies = list(policies)
+    counts = preview(policies)
+    scopes = [in_scope(p) for p in policies]
+    if not scopes:
+        return Impact(counts, [], hashlib.sha256(b"none").hexdigest())
+    affected = Run.objects.filter(reduce(or_, scopes)).exclude(protected()).order_by("id")
+    digest = hashlib.sha256(str(counts).encode())
+    for run_id in affected.values_list("id", flat=True).iterator(chunk_size=2000):
+        digest.update(run_id.encode() + b"\0")
+    sample = list(affected.values_list("id", flat=True)[:sample_size])
+    return Impact(counts, sample, digest.hexdigest())
 
 
 def apply_all(*, dry_run: bool = False, triggered_by: str = "beat") -> list[RetentionSweep]:

@@ -1,40 +1,145 @@
-"""The reviewers' inbox: pending approvals, and the POST that decides one.
+"""The reviewers' inbox: pending approvals and the history of decided ones (filtered,
+sorted, paged), and the POSTs that decide or claim one.
 
 Deciding works as a plain form post (redirect after POST, a message says what
 happened); with htmx the decided card is swapped in place and the pending
-count updated out of band.
+count updated out of band. The pending list polls a partial, so new approvals
+appear without a reload.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.db.models import Max, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import roles
-from ..models import Approval
-from ..services.approvals import AlreadyDecided, DecisionRefused, FourEyesRefused, decide, pending
+from ..models import Approval, Run
+from ..services.approvals import (
+    AlreadyDecided,
+    DecisionRefused,
+    FourEyesRefused,
+    claim,
+    decide,
+    decided,
+    pending,
+)
+from . import schema_form
 
 TEMPLATE = "durableruns/inbox.html"
-INBOX_SIZE = 100
-VERBS = {"approve": "Approved", "edit": "Edited and approved", "reject": "Rejected"}
+INBOX_SIZE = 20
+VERBS = {
+    "approve": "Approved",
+    "edit": "Edited and approved",
+    "reject": "Rejected",
+    "respond": "Answered",
+}
+AGES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
+SORTS = ("oldest", "newest")
+
+
+@dataclass
+class InboxFilters:
+    """What the reviewer asked to see, read from the query string (bad values ignored)."""
+
+    view: str = "pending"  # or "history"
+    agent: str = ""
+    started_by: str = ""
+    age: str = ""  # waiting (or asked) longer than
+    q: str = ""
+    sort: str = ""  # default: oldest pending first, newest decision first
+
+    @classmethod
+    def from_query(cls, query: QueryDict) -> InboxFilters:
+        values = {name: query.get(name, "").strip()[:200] for name in cls.__dataclass_fields__}
+        found = cls(**{k: v for k, v in values.items() if v})
+        found.view = found.view if found.view in ("pending", "history") else "pending"
+        found.age = found.age if found.age in AGES else ""
+        default = "oldest" if found.view == "pending" else "newest"
+        found.sort = found.sort if found.sort in SORTS else default
+        return found
+
+    def rows(self) -> QuerySet[Approval]:
+        rows = pending() if self.view == "pending" else decided()
+        if self.agent:
+            rows = rows.filter(run__agent=self.agent)
+        if self.started_by:
+            rows = rows.filter(run__created_by__username=self.started_by)
+        if self.age:
+            rows = rows.filter(created_at__lte=timezone.now() - AGES[self.age])
+        if self.q:
+            rows = rows.filter(
+                Q(name__icontains=self.q) | Q(summary__icontains=self.q) | Q(run_id=self.q)
+            )
+        stamp = "created_at" if self.view == "pending" else "decided_at"
+        order = (stamp, "pk") if self.sort == "oldest" else (f"-{stamp}", "-pk")
+        return rows.order_by(*order)
+
+    @property
+    def narrowed(self) -> bool:
+        return any((self.agent, self.started_by, self.age, self.q))
+
+    def query(self, **override: str) -> str:
+        """The query string of these filters, with `override` applied (for links)."""
+        values = {**self.__dict__, **override}
+        return urlencode({k: v for k, v in values.items() if v})
 
 
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def inbox(request: HttpRequest) -> HttpResponse:
-    waiting = pending()
+    filters = InboxFilters.from_query(request.GET)
+    rows = filters.rows()
+    newest_pk = rows.aggregate(newest=Max("pk"))["newest"] or 0
+    after = request.GET.get("after", "")
+    if request.htmx and after.isdigit() and filters.view == "pending":
+        return _new_since(request, filters, rows.filter(pk__gt=int(after)), newest_pk)
+    paged = Paginator(rows, INBOX_SIZE).get_page(request.GET.get("page"))
     context = {
-        "approvals": list(waiting[:INBOX_SIZE]),
-        "pending_count": waiting.count(),
+        "approvals": list(paged.object_list),
+        "paged": paged,
+        "newest_pk": newest_pk,
+        "filters": filters,
+        "agents": sorted(
+            set(Run.objects.filter(approvals__isnull=False).values_list("agent", flat=True))
+        ),
+        "starters": _starters(),
+        "pending_count": pending().count(),
         "single": False,
+        "ages": AGES,
     }
     return render(request, TEMPLATE, context)
+
+
+def _new_since(
+    request: HttpRequest, filters: InboxFilters, rows: QuerySet[Approval], newest_pk: int
+) -> HttpResponse:
+    """The poll's answer: only approvals that arrived since the page's newest, appended."""
+    new = list(rows.order_by("pk")[:INBOX_SIZE])
+    context = {
+        "approvals": new,
+        "filters": filters,
+        "newest_pk": max([newest_pk, *(a.pk for a in new)]),
+        "new_count": len(new),
+        "pending_count": pending().count(),
+    }
+    return render(request, f"{TEMPLATE}#inbox-new", context)
+
+
+def _starters() -> list[str]:
+    users = get_user_model().objects.filter(run__approvals__isnull=False).distinct()
+    return sorted(users.values_list("username", flat=True))
 
 
 @require_GET
@@ -48,9 +153,12 @@ def approval(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @roles.permission_required(roles.DECIDE_APPROVALS)
 def decide_approval(request: HttpRequest, pk: int) -> HttpResponse:
-    found = get_object_or_404(Approval.objects.select_related("run"), pk=pk)
+    found = get_object_or_404(Approval.objects.select_related("run", "claimed_by"), pk=pk)
     decision = request.POST.get("decision", "")
-    payload = request.POST.get("payload") if decision == "edit" else None
+    try:
+        payload = _edited_payload(request, found) if decision == "edit" else None
+    except schema_form.FieldError as exc:
+        return _refused(request, found, str(exc), status=400, payload=None)
     try:
         decided = decide(
             found,
@@ -73,6 +181,44 @@ def decide_approval(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+def _edited_payload(request: HttpRequest, approval: Approval) -> Any:
+    """The raw JSON wins when the reviewer typed some; otherwise the schema form's fields."""
+    raw = request.POST.get("payload", "")
+    fields = schema_form.fields_for(approval.schema, approval.payload)
+    if fields is None or raw.strip():
+        return raw
+    return schema_form.payload_from(fields, request.POST, approval.payload)
+
+
+@require_POST
+@roles.permission_required(roles.DECIDE_APPROVALS)
+def claim_approval(request: HttpRequest, pk: int) -> HttpResponse:
+    """Claim (or release) an approval; an admin may give it to another reviewer."""
+    found = get_object_or_404(Approval.objects.select_related("run", "claimed_by"), pk=pk)
+    name = request.POST.get("assignee", "").strip()[:150]
+    if request.POST.get("release"):
+        return _claim(request, found, None)
+    if not name:
+        return _claim(request, found, request.user)
+    assignee = get_user_model().objects.filter(username=name, is_active=True).first()
+    if assignee is None:
+        return _refused(request, found, f"no active user {name!r}", status=400, payload=None)
+    return _claim(request, found, assignee)
+
+
+def _claim(request: HttpRequest, found: Approval, assignee: Any) -> HttpResponse:
+    try:
+        claimed = claim(found, user=request.user, assignee=assignee)
+    except AlreadyDecided as exc:
+        notice = f"Nothing changed: {exc}."
+        return _answer(request, exc.approval, notice=notice, level=messages.WARNING)
+    except DecisionRefused as exc:
+        return _refused(request, found, str(exc), status=409, payload=None)
+    who = claimed.claimed_by.get_username() if claimed.claimed_by else None
+    notice = f"Claimed by {who}." if who else "Released: anyone may take it."
+    return _answer(request, claimed, notice=notice)
+
+
 def _answer(
     request: HttpRequest, approval: Approval, *, notice: str, level: int = messages.SUCCESS
 ) -> HttpResponse:
@@ -86,10 +232,10 @@ def _answer(
 def _refused(
     request: HttpRequest, approval: Approval, error: str, *, status: int, payload: Any
 ) -> HttpResponse:
-    # htmx swaps only 2xx answers, so it gets the card with the error at 200;
-    # a plain form post gets the page again with the error and its real status.
+    # htmx swaps 4xx validation answers too (static/durableruns/htmx-errors.js), so
+    # both get the error with its real status; htmx only gets the card.
     if request.htmx:
-        return _card(request, approval, error=error, typed_payload=payload)
+        return _card(request, approval, status=status, error=error, typed_payload=payload)
     context = {
         "approvals": [approval],
         "pending_count": pending().count(),
@@ -101,7 +247,9 @@ def _refused(
     return render(request, TEMPLATE, context, status=status)
 
 
-def _card(request: HttpRequest, approval: Approval, **extra: Any) -> HttpResponse:
+def _card(
+    request: HttpRequest, approval: Approval, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     context = {
         "approval": approval,
         "pending_count": pending().count(),
@@ -109,7 +257,7 @@ def _card(request: HttpRequest, approval: Approval, **extra: Any) -> HttpRespons
         "error_for": approval.pk,
         **extra,
     }
-    return render(request, f"{TEMPLATE}#approval-card", context)
+    return render(request, f"{TEMPLATE}#approval-card", context, status=status)
 
 
 def _back(request: HttpRequest) -> str:

@@ -1,5 +1,11 @@
-"""Admin pages: retention policies (with a preview before saving), the sweep log,
-redaction rules, and the legal hold on a run. Every change is audited."""
+"""Admin pages (under /manage/): retention policies, the sweep log, redaction rules,
+and legal holds. Every change is audited.
+
+Whatever can destroy data goes through a confirmation that shows exactly what will
+happen (counts and a sample of the runs), computed from the values being saved. The
+confirmation carries a signed token of those values and of the affected runs; the
+save refuses (409, with the new preview) if either changed since.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,9 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import messages
+from django.core import signing
 from django.db import transaction
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
@@ -21,22 +29,35 @@ from ..engine.redaction import VALUE_PATTERNS, InvalidPattern, compile_pattern
 from ..models import RedactionRule, RetentionPolicy, RetentionSweep, Run
 from ..roles import MANAGE_POLICIES, OPERATE_RUNS, permission_required
 from ..services import audit, retention, reveal
+from ..services.redaction_preview import preview_rule
 
 SWEEPS_SHOWN = 20
+HELD_SHOWN = 100
 TERMINAL_CHOICES = [(s, s) for s in retention.TERMINAL_STATUSES]
+PREVIEW_SALT = "durableruns.retention-preview"
+TOKEN_MAX_AGE = 3600
 
 
 class PolicyForm(forms.ModelForm):
     statuses = forms.MultipleChoiceField(
-        choices=TERMINAL_CHOICES, widget=forms.CheckboxSelectMultiple
+        choices=TERMINAL_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Only finished runs in these statuses are touched.",
     )
-    agent = forms.ChoiceField(required=False)
+    agent = forms.ChoiceField(required=False, help_text="Leave at every agent to cover all.")
     # A hundred years: beyond it `now - age` overflows Python's dates.
     age_days = forms.IntegerField(min_value=0, max_value=36_500)
 
     class Meta:
         model = RetentionPolicy
         fields = ["name", "agent", "statuses", "age_days", "action", "enabled"]
+        labels = {"age_days": "Older than (days)", "enabled": "Enabled (applied by the sweep)"}
+        help_texts = {
+            "age_days": "Runs that finished more than this many days ago. 0 means every "
+            "finished run.",
+            "action": "Delete removes the run and its history; redact keeps keys, states "
+            "and decisions but blanks payloads.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -48,6 +69,12 @@ class RuleForm(forms.ModelForm):
     class Meta:
         model = RedactionRule
         fields = ["kind", "value", "note"]
+        labels = {"value": "Key name or pattern"}
+        help_texts = {
+            "value": "A key name (e.g. employee_id) hides that key's value anywhere; a "
+            "pattern (Python regular expression) hides the text it matches.",
+            "note": "Why this rule exists (shown here only).",
+        }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -79,8 +106,20 @@ def policies(request: HttpRequest) -> HttpResponse:
     return _policies_page(request, PolicyForm())
 
 
+def _token(values: dict[str, Any], found: retention.Impact) -> str:
+    return signing.dumps({"values": values, "digest": found.digest}, salt=PREVIEW_SALT)
+
+
+def _token_matches(token: str, values: dict[str, Any], found: retention.Impact) -> bool:
+    try:
+        signed = signing.loads(token, salt=PREVIEW_SALT, max_age=TOKEN_MAX_AGE)
+    except signing.BadSignature:
+        return False
+    return signed == {"values": values, "digest": found.digest}
+
+
 def _policies_page(
-    request: HttpRequest, form: PolicyForm, *, pending: Any = None, status: int = 200
+    request: HttpRequest, form: PolicyForm, *, pending: Any = None, status: int = 200, **extra: Any
 ) -> HttpResponse:
     rows = [(p, retention.preview([p])) for p in RetentionPolicy.objects.all()]
     context = {
@@ -89,6 +128,7 @@ def _policies_page(
         "sweeps": RetentionSweep.objects.order_by("-started_at")[:SWEEPS_SHOWN],
         "form": form,
         "pending": pending,
+        **extra,
     }
     template = "durableruns/admin/policies.html"
     if request.htmx and request.method == "POST":
@@ -125,16 +165,30 @@ def policy(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def policy_delete_confirm(request: HttpRequest, pk: int) -> HttpResponse:
+    record = get_object_or_404(RetentionPolicy, pk=pk)
+    found = retention.impact([record])
+    return render(
+        request, "durableruns/admin/confirm_delete.html", {"policy": record, "found": found}
+    )
+
+
 def _save_with_preview(
     request: HttpRequest, form: PolicyForm, action: str, before: Any = None
 ) -> HttpResponse:
-    """The first submit only previews; the save button appears with the numbers."""
+    """The first submit previews; the save must carry the token of that very preview."""
     if not form.is_valid():
         return _render_form(request, form, None, status=400)
     candidate = form.save(commit=False)
-    pending = retention.preview([candidate])
+    found = retention.impact([candidate])
+    pending = found.preview
+    token = _token(_snapshot(candidate), found)
     if request.POST.get("confirm") != "save":
-        return _render_form(request, form, pending)
+        return _render_form(request, form, found, token=token)
+    if not _token_matches(request.POST.get("preview_token", ""), _snapshot(candidate), found):
+        return _render_form(request, form, found, token=token, stale=True, status=409)
     with transaction.atomic():
         if candidate.pk is None:
             candidate.created_by = request.user
@@ -147,16 +201,20 @@ def _save_with_preview(
 
 
 def _render_form(
-    request: HttpRequest, form: PolicyForm, pending: Any, status: int = 200
+    request: HttpRequest,
+    form: PolicyForm,
+    found: retention.Impact | None,
+    status: int = 200,
+    **extra: Any,
 ) -> HttpResponse:
+    pending = found.preview if found else None
     if form.instance.pk:
-        return render(
-            request,
-            "durableruns/admin/policy.html",
-            {"policy": form.instance, "form": form, "pending": pending},
-            status=status,
-        )
-    return _policies_page(request, form, pending=pending, status=status)
+        context = {"policy": form.instance, "form": form, "pending": pending, "found": found}
+        template = "durableruns/admin/policy.html"
+        if request.htmx:
+            template += "#policy-form"
+        return render(request, template, {**context, **extra}, status=status)
+    return _policies_page(request, form, pending=pending, found=found, status=status, **extra)
 
 
 @require_POST
@@ -170,11 +228,39 @@ def policy_delete(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("policies")
 
 
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def policies_apply_confirm(request: HttpRequest) -> HttpResponse:
+    return _apply_confirm_page(request)
+
+
+def _apply_confirm_page(request: HttpRequest, *, stale: bool = False) -> HttpResponse:
+    enabled = list(RetentionPolicy.objects.filter(enabled=True))
+    found = retention.impact(enabled)
+    context = {
+        "policies": enabled,
+        "found": found,
+        "token": _token({"policies": [_snapshot(p) for p in enabled]}, found),
+        "stale": stale,
+    }
+    return render(
+        request, "durableruns/admin/confirm_apply.html", context, status=409 if stale else 200
+    )
+
+
 @require_POST
 @permission_required(MANAGE_POLICIES)
 def policies_apply(request: HttpRequest) -> HttpResponse:
-    """Apply the enabled policies now (or count, with dry_run), as beat would."""
+    """Apply the enabled policies now, as beat would, if the confirmed preview still
+    holds; a dry run (counting only) needs no confirmation."""
     dry_run = request.POST.get("dry_run") == "1"
+    if not dry_run:
+        enabled = list(RetentionPolicy.objects.filter(enabled=True))
+        values = {"policies": [_snapshot(p) for p in enabled]}
+        if not _token_matches(
+            request.POST.get("preview_token", ""), values, retention.impact(enabled)
+        ):
+            return _apply_confirm_page(request, stale=True)
     with transaction.atomic():
         audit.record(
             request.user,
@@ -199,8 +285,11 @@ def redaction_rules(request: HttpRequest) -> HttpResponse:
     return _rules_page(request, RuleForm())
 
 
-def _rules_page(request: HttpRequest, form: RuleForm, status: int = 200) -> HttpResponse:
+def _rules_page(
+    request: HttpRequest, form: RuleForm, status: int = 200, found: Any = None
+) -> HttpResponse:
     context = {
+        "found": found,
         "rules": RedactionRule.objects.all(),
         "default_keys": settings.DURABLERUNS_REDACT_KEYS,
         "default_patterns": VALUE_PATTERNS,
@@ -226,6 +315,20 @@ def redaction_rule_create(request: HttpRequest) -> HttpResponse:
             after={"kind": rule.kind, "value": rule.value, "note": rule.note},
         )
     return redirect("redaction-rules")
+
+
+@require_POST
+@permission_required(MANAGE_POLICIES)
+def redaction_rule_preview(request: HttpRequest) -> HttpResponse:
+    """What the rule in the form would match in recent runs; nothing is saved."""
+    form = RuleForm(request.POST)
+    if not form.is_valid():
+        return _rules_page(request, form, status=400)
+    found = preview_rule(form.cleaned_data["kind"], form.cleaned_data["value"])
+    context = {"found": found, "form": form}
+    if request.htmx:
+        return render(request, "durableruns/admin/redaction.html#rule-preview", context)
+    return _rules_page(request, form, found=found)
 
 
 @require_POST
@@ -261,15 +364,21 @@ def run_release(request: HttpRequest, run_id: str) -> HttpResponse:
 
 def _set_hold(request: HttpRequest, run_id: str, hold: bool) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
+    reason = request.POST.get("reason", "").strip()[:500] if hold else ""
+    if hold and not reason:
+        messages.error(request, "A legal hold needs a reason (a case or ticket reference).")
+        return redirect(run.get_absolute_url())
     with transaction.atomic():
-        changed = Run.objects.filter(pk=run_id, legal_hold=not hold).update(legal_hold=hold)
+        changed = Run.objects.filter(pk=run_id, legal_hold=not hold).update(
+            legal_hold=hold, legal_hold_reason=reason
+        )
         if changed:
             audit.record(
                 request.user,
                 "run.legal_hold" if hold else "run.legal_hold_clear",
                 run,
-                before={"legal_hold": not hold},
-                after={"legal_hold": hold},
+                before={"legal_hold": not hold, "reason": run.legal_hold_reason},
+                after={"legal_hold": hold, "reason": reason},
             )
     return redirect(run.get_absolute_url())
 
@@ -311,15 +420,33 @@ def _sealed(run: Run) -> list[SimpleNamespace]:
     ]
 
 
+@require_GET
+@permission_required(MANAGE_POLICIES)
+def held_runs(request: HttpRequest) -> HttpResponse:
+    """Every run on legal hold, with its reason; filter by agent or text."""
+    q = request.GET.get("q", "").strip()[:200]
+    rows = Run.objects.filter(legal_hold=True).order_by("-created_at", "id")
+    if q:
+        rows = rows.filter(
+            Q(id__icontains=q) | Q(agent__icontains=q) | Q(legal_hold_reason__icontains=q)
+        )
+    context = {"runs": list(rows[:HELD_SHOWN]), "total": rows.count(), "q": q}
+    return render(request, "durableruns/admin/held.html", context)
+
+
 urlpatterns = [
     path("policies/", policies, name="policies"),
     path("policies/new", policy_create, name="policy-create"),
     path("policies/apply", policies_apply, name="policies-apply"),
+    path("policies/apply/confirm", policies_apply_confirm, name="policies-apply-confirm"),
     path("policies/<int:pk>/", policy, name="policy"),
     path("policies/<int:pk>/edit", policy_update, name="policy-update"),
     path("policies/<int:pk>/delete", policy_delete, name="policy-delete"),
+    path("policies/<int:pk>/delete/confirm", policy_delete_confirm, name="policy-delete-confirm"),
+    path("holds/", held_runs, name="held-runs"),
     path("redaction/", redaction_rules, name="redaction-rules"),
     path("redaction/new", redaction_rule_create, name="redaction-rule-create"),
+    path("redaction/preview", redaction_rule_preview, name="redaction-rule-preview"),
     path("redaction/<int:pk>/delete", redaction_rule_delete, name="redaction-rule-delete"),
 ]
 

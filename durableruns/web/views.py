@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
@@ -290,3 +290,19 @@ def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
         "max_seconds": record.max_duration_seconds,
         "seconds_pct": min(100, round(100 * counted / limit)),
     }
+
+
+@require_GET
+def moved_to_manage(request: HttpRequest, rest: str) -> HttpResponse:
+    """The admin pages moved from /admin/ to /manage/; GETs follow (POSTs must not)."""
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponsePermanentRedirect(f"/manage/{rest}" + (f"?{query}" if query else ""))
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """Where logging in lands: reviewers on their inbox, everyone else on the runs."""
+    user = request.user
+    if user.has_perm(roles.DECIDE_APPROVALS) and not user.has_perm(roles.OPERATE_RUNS):
+        return redirect("approvals")
+    return redirect("runs")

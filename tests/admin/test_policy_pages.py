@@ -3,6 +3,8 @@ the sweep log on the page, and every change audited."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -23,6 +25,16 @@ FORM = {
 }
 
 
+def _token(response) -> str:
+    """The preview token the confirmation carries (what a person's Save button sends)."""
+    return re.search(r'name="preview_token" value="([^"]+)"', response.content.decode()).group(1)
+
+
+def _previewed(client, url, form) -> dict:
+    response = client.post(url, {**form, "confirm": "preview"})
+    return {**form, "confirm": "save", "preview_token": _token(response)}
+
+
 def test_it_previews_a_policy_before_saving_it(client, carol):
     mixed_runs()
     client.force_login(carol)
@@ -34,7 +46,10 @@ def test_it_previews_a_policy_before_saving_it(client, carol):
     assert 'value="save"' in response.content.decode()
     assert not RetentionPolicy.objects.exists()
 
-    response = client.post(reverse("policy-create"), {**FORM, "confirm": "save"})
+    token = _token(response)
+    response = client.post(
+        reverse("policy-create"), {**FORM, "confirm": "save", "preview_token": token}
+    )
     assert response.status_code == 302
     policy = RetentionPolicy.objects.get()
     assert policy.statuses == ["failed", "cancelled"]
@@ -53,9 +68,8 @@ def test_it_renders_the_preview_partial_for_htmx(client, carol):
 
 def test_an_htmx_save_sends_the_browser_back_to_the_list(client, carol):
     client.force_login(carol)
-    response = client.post(
-        reverse("policy-create"), {**FORM, "confirm": "save"}, headers={"HX-Request": "true"}
-    )
+    saved = _previewed(client, reverse("policy-create"), FORM)
+    response = client.post(reverse("policy-create"), saved, headers={"HX-Request": "true"})
     assert response.status_code == 200
     assert response["HX-Redirect"] == reverse("policies")
     assert RetentionPolicy.objects.filter(name="drop-failed").exists()
@@ -77,9 +91,9 @@ def test_it_edits_a_policy_with_a_preview_and_audits_the_change(client, carol):
     client.force_login(carol)
     assert client.get(policy.get_absolute_url()).status_code == 200
     url = reverse("policy-update", args=[policy.pk])
-    client.post(url, {**FORM, "name": "p", "age_days": "90", "confirm": "preview"})
+    saved = _previewed(client, url, {**FORM, "name": "p", "age_days": "90"})
     assert RetentionPolicy.objects.get().age_days == 30
-    client.post(url, {**FORM, "name": "p", "age_days": "90", "confirm": "save"})
+    client.post(url, saved)
     assert RetentionPolicy.objects.get().age_days == 90
     event = AuditEvent.objects.get(action="policy.update")
     assert (event.before["age_days"], event.after["age_days"]) == (30, 90)
@@ -104,7 +118,9 @@ def test_it_shows_the_overall_preview_and_the_sweep_log(client, carol):
     body = client.get(reverse("policies")).content.decode()
     assert "would delete 1 runs, redact 0" in body
 
-    client.post(reverse("policies-apply"))
+    confirm = client.get(reverse("policies-apply-confirm"))
+    assert "would delete 1 runs, redact 0" in confirm.content.decode()
+    client.post(reverse("policies-apply"), {"preview_token": _token(confirm)})
     assert not Run.objects.filter(pk="failed").exists()
     assert AuditEvent.objects.filter(action="retention.apply").exists()
     body = client.get(reverse("policies")).content.decode()
@@ -116,8 +132,10 @@ def test_it_shows_the_overall_preview_and_the_sweep_log(client, carol):
 def test_an_operator_puts_a_run_on_hold_and_only_an_admin_clears_it(client, bob, carol):
     make_run("r1", Run.Status.SUCCEEDED)
     client.force_login(bob)
-    assert client.post(reverse("run-hold", args=["r1"])).status_code == 302
+    hold = client.post(reverse("run-hold", args=["r1"]), {"reason": "case 42"})
+    assert hold.status_code == 302
     assert Run.objects.get(pk="r1").legal_hold
+    assert Run.objects.get(pk="r1").legal_hold_reason == "case 42"
     assert client.post(reverse("run-release", args=["r1"])).status_code == 403
     policy = RetentionPolicy.objects.create(
         name="all", statuses=["succeeded"], age_days=0, action="delete"

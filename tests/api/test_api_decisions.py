@@ -29,7 +29,7 @@ def test_an_approval_decided_by_api_lets_the_run_finish(alice, gated):
 
 def test_a_second_decision_is_a_conflict_that_names_the_first_decider(alice, carol, gated):
     path = f"/api/approvals/{gated.approval.pk}/decide/"
-    assert _post(alice, path, {"decision": "reject"}).status_code == 200
+    assert _post(alice, path, {"decision": "reject", "comment": "no"}).status_code == 200
     late = _post(carol, path, {"decision": "approve"})
     assert late.status_code == 409
     assert "already rejected by alice" in late.json()["detail"]

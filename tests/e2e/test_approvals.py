@@ -72,7 +72,8 @@ def test_it_gives_the_agent_the_payload_the_reviewer_edited(page, processes, liv
     approval = _awaiting_refund(processes, "e2e-edit")
     log_in(page, live_server.url, "alice", "/approvals/")
     card = page.locator(f"#approval-{approval.pk}")
-    card.get_by_text("Edit the payload before approving").click()
+    card.get_by_text("Edit the values before approving").click()
+    card.get_by_text("Raw JSON instead").click()  # the fallback for what a form cannot say
     card.locator("textarea[name=payload]").fill('{"order_id": "A-1002", "cents": 20000}')
     card.get_by_role("button", name="Edit and approve").click()
     expect(card).to_contain_text("Edited and approved by alice")

@@ -115,7 +115,7 @@ def test_the_corpus_renders_as_text_and_executes_nothing(page, live_server):  # 
         _assert_inert(page, run.id)
         # Escaped, the payload is visible as the text it is.
         assert page.get_by_text(payload, exact=False).count() > 0, payload
-    for path in ("/", "/admin/policies/", "/admin/redaction/"):
+    for path in ("/", "/manage/policies/", "/manage/redaction/"):
         page.goto(live_server.url + path)
         _assert_inert(page, path)
     assert page.get_by_text(CORPUS[2]).count() > 0

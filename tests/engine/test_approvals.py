@@ -136,7 +136,7 @@ def test_it_gives_one_decision_to_two_concurrent_reviewers(alice, carol):
         approval = _approval(run)  # both load it while it is still pending
         barrier.wait()
         try:
-            outcomes[user.username] = approvals.decide(approval, decision, user=user)
+            outcomes[user.username] = approvals.decide(approval, decision, user=user, comment="no")
         except approvals.AlreadyDecided as exc:
             outcomes[user.username] = exc
         finally:

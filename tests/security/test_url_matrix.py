@@ -72,6 +72,16 @@ EXPECTED: dict[str, Expect] = {
     "redaction-rules": Expect("GET", ADMIN_PAGE),
     "redaction-rule-create": Expect("POST", _by_role(302, 403, 403, 403, 400)),
     "redaction-rule-delete": Expect("POST", ADMIN_ACTION, {"pk": "rule"}),
+    # Destructive admin actions: a confirmation page first (GET), then the POST.
+    "policies-apply-confirm": Expect("GET", ADMIN_PAGE),
+    "policy-delete-confirm": Expect("GET", ADMIN_PAGE, {"pk": "policy"}),
+    "held-runs": Expect("GET", ADMIN_PAGE),
+    # An empty rule form is refused (400) once the permission check has let one in.
+    "redaction-rule-preview": Expect("POST", _by_role(302, 403, 403, 403, 400)),
+    # The admin pages moved to /manage/: old links redirect (after logging in).
+    "admin-moved": Expect("GET", _by_role(302, 301, 301, 301, 301), {"rest": "policies/"}),
+    # Where logging in lands: a redirect to the inbox or the runs, for everyone.
+    "home": Expect("GET", _by_role(302, 302, 302, 302, 302)),
     "run-hold": Expect("POST", OPERATOR_ACTION, RUN),
     "run-release": Expect("POST", ADMIN_ACTION, RUN),
     # Sealed secrets: admins only; a reveal without a reason is refused (400).
@@ -86,6 +96,8 @@ EXPECTED: dict[str, Expect] = {
     "approvals": Expect("GET", VIEW_PAGE),
     "approval": Expect("GET", VIEW_PAGE, {"pk": "approval"}),
     "decide_approval": Expect("POST", _by_role(302, 403, 400, 403, 400), {"pk": "approval"}),
+    # Claiming takes the approval for oneself (redirect back); operators may not.
+    "claim_approval": Expect("POST", _by_role(302, 403, 302, 403, 302), {"pk": "approval"}),
     # Operator dashboard: reading is for every role, acting needs operate_run.
     "run-statuses": Expect("GET", VIEW_PAGE),
     "run-step": Expect("GET", VIEW_PAGE, {"run_id": "r1", "position": 0}),

@@ -76,3 +76,15 @@ def charge(cents: int, *, idempotency_key: str) -> dict:
 @charge.reconcile
 def find_charge(cents: int, *, idempotency_key: str) -> dict | None:
     return CHARGES.get(idempotency_key)
+
+
+@dr.agent("t-ask", version="1", max_steps=10)
+def asking_bot(run: dr.Run, task: dict) -> dict:
+    """Asks a reviewer a question it may answer in words (respond) instead of deciding."""
+    decision = run.approval(
+        "ask-warehouse",
+        summary=f"Which **warehouse** should ship order `{task.get('order', 'A-7')}`?",
+        payload={"order_id": task.get("order", "A-7")},
+        allowed=("approve", "reject", "respond"),
+    )
+    return {"decision": decision.decision, "answer": decision.comment}

@@ -116,7 +116,7 @@ def test_it_swaps_the_decided_card_in_place_for_htmx(alice):
     body = response.content.decode()
     assert response.status_code == 200
     assert body.lstrip().startswith(
-        f'<article class="approval approval-rejected" id="approval-{approval.pk}">'
+        f'<article class="approval approval-rejected" id="approval-{approval.pk}"'
     )
     assert "Rejected by <strong>alice</strong>" in body
     assert '<span id="pending-count" hx-swap-oob="true">0</span>' in body
