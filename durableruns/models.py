@@ -22,7 +22,14 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    class Kind(models.TextChoices):
+        NATIVE = "native"
+        # A LangGraph thread stored by durableruns.langgraph: LangGraph executes it,
+        # so the executor and the sweeper never take it (see store.acquire_lease).
+        LANGGRAPH = "langgraph"
+
     id = models.CharField(primary_key=True, max_length=64)
+    kind = models.CharField(max_length=10, choices=Kind, default=Kind.NATIVE, db_default="native")
     agent = models.CharField(max_length=100)
     agent_version = models.CharField(max_length=100)
     input = models.JSONField()
@@ -421,3 +428,104 @@ class RedactionRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.value}"
+
+
+# --- LangGraph checkpoints (durableruns.langgraph) -----------------------------
+# A LangGraph thread is a Run of kind "langgraph"; its checkpoints, channel blobs and
+# pending writes are stored the way LangGraph's reference savers store them. Values
+# stay in LangGraph's serialized form (type tag + bytes) and are never decoded
+# here: the dashboard renders them through an allowlist (durableruns.langgraph.render).
+
+
+class LangGraphThread(models.Model):
+    """The thread behind a langgraph Run. Thread ids may be any string (NUL, lone
+    surrogates, megabytes), so the id is stored as bytes and the Run id is its hash."""
+
+    run = models.OneToOneField(
+        Run, primary_key=True, on_delete=models.CASCADE, related_name="langgraph_thread"
+    )
+    thread_id_bytes = models.BinaryField()
+
+    def __str__(self) -> str:
+        return self.thread_id
+
+    @property
+    def thread_id(self) -> str:
+        return bytes(self.thread_id_bytes).decode("utf-8", "surrogatepass")
+
+
+class LangGraphCheckpoint(models.Model):
+    thread = models.ForeignKey(
+        LangGraphThread, on_delete=models.CASCADE, related_name="checkpoints"
+    )
+    checkpoint_ns = models.TextField(default="", blank=True)
+    checkpoint_id = models.TextField()
+    parent_checkpoint_id = models.TextField(default="", blank=True)
+    type = models.TextField()
+    checkpoint = models.BinaryField(null=True)
+    metadata_type = models.TextField()
+    metadata = models.BinaryField(null=True)
+    # Copied out of the checkpoint so the dashboard and pruning need no decoding.
+    channel_versions = models.JSONField(default=dict)
+    next_nodes = models.JSONField(default=list)
+    step = models.IntegerField(null=True)
+    source = models.TextField(default="", blank=True)
+    lg_run_id = models.TextField(default="", blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id"], name="lg_checkpoint_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} {self.checkpoint_ns}:{self.checkpoint_id}"
+
+
+class LangGraphBlob(models.Model):
+    """One channel value at one version (shared by the checkpoints that saw it)."""
+
+    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="+")
+    checkpoint_ns = models.TextField(default="", blank=True)
+    channel = models.TextField()
+    version = models.TextField()
+    type = models.TextField()
+    blob = models.BinaryField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "channel", "version"], name="lg_blob_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} {self.channel}@{self.version}"
+
+
+class LangGraphWrite(models.Model):
+    """A pending write of a task against a checkpoint (node output, error, interrupt)."""
+
+    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="writes")
+    checkpoint_ns = models.TextField(default="", blank=True)
+    checkpoint_id = models.TextField()
+    task_id = models.TextField()
+    task_path = models.TextField(default="", blank=True)
+    idx = models.IntegerField()
+    channel = models.TextField()
+    type = models.TextField()
+    blob = models.BinaryField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="lg_write_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} {self.checkpoint_id} {self.task_id}#{self.idx} {self.channel}"
