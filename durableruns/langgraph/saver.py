@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from django.db import connection, connections
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     ERROR,
@@ -28,6 +30,30 @@ from durableruns.models import LangGraphCheckpoint
 
 BRANCH_PREFIX = "branch:to:"
 
+# Every saver call in the process runs on this one thread, on its one Django
+# connection. LangGraph calls put and put_writes concurrently from its background
+# threads (and aput/aput_writes concurrently on the event loop); a connection per
+# calling thread would leak one per invocation until garbage collection.
+_db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durableruns-langgraph")
+
+
+def _fresh(method: Any, *args: Any, **kwargs: Any) -> Any:
+    connection.close_if_unusable_or_obsolete()
+    return method(*args, **kwargs)
+
+
+def on_db_thread(method: Any, *args: Any, **kwargs: Any) -> Any:
+    return _db_thread.submit(_fresh, method, *args, **kwargs).result()
+
+
+async def on_db_thread_async(method: Any, *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.wrap_future(_db_thread.submit(_fresh, method, *args, **kwargs))
+
+
+def close_connection() -> None:
+    """Close the saver thread's database connection (tests, before dropping a database)."""
+    on_db_thread(connections.close_all)
+
 
 class DurableRunsSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer whose threads are durableruns runs.
@@ -42,6 +68,9 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
     # --- reads -------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return on_db_thread(self._get_tuple, config)
+
+    def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
         rows = store.find_checkpoints(
             conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
@@ -57,7 +86,7 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        yield from self._list(config, filter=filter, before=before, limit=limit)
+        yield from on_db_thread(self._list, config, filter=filter, before=before, limit=limit)
 
     def _list(
         self,
@@ -77,7 +106,7 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         if not filter and limit is not None:
             rows = rows[: max(limit, 0)]
         found = []
-        for row in rows.iterator(chunk_size=200) if hasattr(rows, "iterator") else rows:
+        for row in rows.iterator(chunk_size=200):
             if limit is not None and len(found) >= limit:
                 break
             metadata = self.serde.loads_typed((row.metadata_type, bytes(row.metadata)))
@@ -128,6 +157,18 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
+        on_db_thread(store.put_checkpoint, *args, graph=self.graph)
+        return saved
+
+    def _checkpoint_rows(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[RunnableConfig, tuple[Any, ...]]:
+        """Serialize on the calling thread; only the SQL runs on the saver thread."""
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         saved = checkpoint.copy()
@@ -155,14 +196,14 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
             "source": str(metadata.get("source") or "")[:50],
             "lg_run_id": str(metadata.get("run_id") or ""),
         }
-        store.put_checkpoint(thread_id, ns, row, blobs, graph=self.graph)
-        return {
+        saved_config: RunnableConfig = {
             "configurable": {
                 "thread_id": thread_id,
                 "checkpoint_ns": ns,
                 "checkpoint_id": checkpoint["id"],
             }
         }
+        return saved_config, (thread_id, ns, row, blobs)
 
     def put_writes(
         self,
@@ -171,6 +212,15 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        on_db_thread(store.put_writes, *self._write_rows(config, writes, task_id, task_path))
+
+    def _write_rows(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> tuple[Any, ...]:
         conf = config["configurable"]
         rows = []
         for idx, (channel, value) in enumerate(writes):
@@ -185,7 +235,7 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
                     "blob": data,
                 }
             )
-        store.put_writes(
+        return (
             conf["thread_id"],
             conf.get("checkpoint_ns", ""),
             conf["checkpoint_id"],
@@ -194,16 +244,16 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         )
 
     def delete_thread(self, thread_id: str) -> None:
-        store.delete_thread(thread_id)
+        on_db_thread(store.delete_thread, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        store.delete_for_runs(run_ids)
+        on_db_thread(store.delete_for_runs, run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        store.copy_thread(source_thread_id, target_thread_id)
+        on_db_thread(store.copy_thread, source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        store.prune(thread_ids, strategy)
+        on_db_thread(store.prune, thread_ids, strategy)
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:
         # String versions with a random fraction, like the reference savers: two
@@ -237,18 +287,13 @@ def _status_after(channels: Any) -> str | None:
     return None
 
 
-def _async(method: Any) -> Any:
-    # One thread for every call (asgiref's thread-sensitive executor): Django's
-    # connection is per thread, and LangGraph calls aput and aput_writes concurrently.
-    return sync_to_async(method, thread_sensitive=True)
-
-
 class AsyncDurableRunsSaver(DurableRunsSaver):
-    """The same saver for `graph.ainvoke`/`astream`: every async method runs the
-    sync one on Django's thread-sensitive executor."""
+    """The same saver for `graph.ainvoke`/`astream`: the event loop waits for the
+    saver thread without blocking. Values are serialized on the loop, as the
+    reference async savers do."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await _async(self.get_tuple)(config)
+        return await on_db_thread_async(self._get_tuple, config)
 
     async def alist(
         self,
@@ -258,7 +303,9 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        found = await _async(self._list)(config, filter=filter, before=before, limit=limit)
+        found = await on_db_thread_async(
+            self._list, config, filter=filter, before=before, limit=limit
+        )
         for item in found:
             yield item
 
@@ -269,7 +316,9 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await _async(self.put)(config, checkpoint, metadata, new_versions)
+        saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
+        await on_db_thread_async(store.put_checkpoint, *args, graph=self.graph)
+        return saved
 
     async def aput_writes(
         self,
@@ -278,16 +327,18 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await _async(self.put_writes)(config, writes, task_id, task_path)
+        await on_db_thread_async(
+            store.put_writes, *self._write_rows(config, writes, task_id, task_path)
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await _async(self.delete_thread)(thread_id)
+        await on_db_thread_async(store.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await _async(self.delete_for_runs)(run_ids)
+        await on_db_thread_async(store.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await _async(self.copy_thread)(source_thread_id, target_thread_id)
+        await on_db_thread_async(store.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await _async(self.prune)(thread_ids, strategy=strategy)
+        await on_db_thread_async(store.prune, thread_ids, strategy)

@@ -66,18 +66,18 @@ def touch(thread_id: str, *, status: str | None = None, step: bool = False, grap
         updates["finished_at"] = None if status == RUNNING else Now()
     if step:
         updates["steps_used"] = F("steps_used") + 1
-    for _ in range(2):
-        moved = (
-            Run.objects.filter(pk=run_id, kind=Run.Kind.LANGGRAPH, redacted_at__isnull=True)
-            .exclude(status=Run.Status.CANCELLED)
-            .update(**updates)
-        )
-        if moved:
+    open_thread = Run.objects.filter(
+        pk=run_id, kind=Run.Kind.LANGGRAPH, redacted_at__isnull=True
+    ).exclude(status=Run.Status.CANCELLED)
+    # Three tries: another connection may be creating the thread's Run at this moment.
+    for _ in range(3):
+        if open_thread.update(**updates):
             return run_id
         existing = Run.objects.filter(pk=run_id).values("kind", "status", "redacted_at").first()
-        if existing is not None:
-            raise ThreadClosed(_refusal(thread_id, existing))
-        _create(run_id, thread_id, graph)
+        if existing is None:
+            _create(run_id, thread_id, graph)
+        elif refusal := _refusal(thread_id, existing):
+            raise ThreadClosed(refusal)
     raise ThreadClosed(f"thread {printable(thread_id, 80)!r} could not be recorded")
 
 
@@ -87,7 +87,9 @@ def _refusal(thread_id: str, existing: dict[str, Any]) -> str:
         return f"thread {name!r} collides with a native durableruns run"
     if existing["redacted_at"] is not None:
         return f"thread {name!r} was redacted in durableruns: its state is gone, it cannot resume"
-    return f"thread {name!r} was cancelled in durableruns: it accepts no further checkpoints"
+    if existing["status"] == Run.Status.CANCELLED:
+        return f"thread {name!r} was cancelled in durableruns: it accepts no further checkpoints"
+    return ""
 
 
 def _create(run_id: str, thread_id: str, graph: str) -> None:
@@ -126,7 +128,7 @@ def put_checkpoint(
     """Store one checkpoint row and the channel blobs new in it, atomically."""
     top = ns == ""
     with transaction.atomic():
-        status = (RUNNING if row["next_nodes"] else IDLE) if top else None
+        status = _status_of(thread_id, row) if top else None
         run_id = touch(thread_id, status=status, step=top, graph=graph)
         if blobs:
             LangGraphBlob.objects.bulk_create(
@@ -144,6 +146,24 @@ def put_checkpoint(
             unique_fields=["thread", "checkpoint_ns", "checkpoint_id"],
             update_fields=[k for k in row if k != "checkpoint_id"],
         )
+
+
+def _status_of(thread_id: str, row: dict[str, Any]) -> str:
+    """A new root checkpoint's status. LangGraph saves checkpoints in the background,
+    so a task's error or interrupt may already be recorded against it."""
+    channels = set(
+        LangGraphWrite.objects.filter(
+            thread_id=run_id_for(thread_id),
+            checkpoint_ns="",
+            checkpoint_id=row["checkpoint_id"],
+            idx__lt=0,
+        ).values_list("channel", flat=True)
+    )
+    if "__error__" in channels:
+        return FAILED
+    if "__interrupt__" in channels and "__resume__" not in channels:
+        return INTERRUPTED
+    return RUNNING if row["next_nodes"] else IDLE
 
 
 def put_writes(

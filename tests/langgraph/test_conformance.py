@@ -11,8 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, DetectedCapabilities
 
@@ -33,16 +31,14 @@ class SyncThroughAsync(AsyncDurableRunsSaver):
         self.sync = DurableRunsSaver()
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(_closing(getattr(self.sync, name)), *args, **kwargs)
+        return await asyncio.to_thread(getattr(self.sync, name), *args, **kwargs)
 
     async def aget_tuple(self, config):
         return await self._call("get_tuple", config)
 
     async def alist(self, config, *, filter=None, before=None, limit=None):
         found = await asyncio.to_thread(
-            _closing(
-                lambda: list(self.sync.list(config, filter=filter, before=before, limit=limit))
-            )
+            lambda: list(self.sync.list(config, filter=filter, before=before, limit=limit))
         )
         for item in found:
             yield item
@@ -66,28 +62,9 @@ class SyncThroughAsync(AsyncDurableRunsSaver):
         return await self._call("prune", thread_ids, strategy=strategy)
 
 
-def _closing(method: Any) -> Any:
-    """Each worker thread opens its own Django connection; close it when done."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        finally:
-            connections.close_all()
-
-    return call
-
-
 def _run_suite(factory: Any) -> Any:
     registered = checkpointer_test(name=factory.__name__)(factory)
-
-    async def run() -> Any:
-        try:
-            return await validate(registered)
-        finally:
-            await sync_to_async(connections.close_all, thread_sensitive=True)()
-
-    return asyncio.run(run())
+    return asyncio.run(validate(registered))
 
 
 def _assert_all_81(report: Any) -> None:
