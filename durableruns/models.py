@@ -99,6 +99,24 @@ class Run(models.Model):
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
 
+    @property
+    def status_label(self) -> str:
+        """The status as people read it; a LangGraph thread's is derived from its checkpoints."""
+        if self.kind == self.Kind.LANGGRAPH:
+            return LANGGRAPH_STATUS_LABELS.get(self.status, self.get_status_display())
+        return self.get_status_display()
+
+
+# A langgraph Run's status: running, interrupted (an interrupt awaits a decision),
+# idle (nothing left to run: LangGraph may continue the thread), failed, cancelled.
+LANGGRAPH_STATUS_LABELS = {
+    Run.Status.RUNNING: "running",
+    Run.Status.AWAITING_APPROVAL: "interrupted",
+    Run.Status.SUCCEEDED: "idle",
+    Run.Status.FAILED: "failed",
+    Run.Status.CANCELLED: "cancelled",
+}
+
 
 class Step(models.Model):
     class Kind(models.TextChoices):

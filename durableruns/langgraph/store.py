@@ -29,9 +29,6 @@ INTERRUPTED = Run.Status.AWAITING_APPROVAL
 IDLE = Run.Status.SUCCEEDED
 FAILED = Run.Status.FAILED
 
-# How the dashboard names a langgraph Run's status.
-STATUS_NAMES = {RUNNING: "running", INTERRUPTED: "interrupted", IDLE: "idle", FAILED: "failed"}
-
 
 class ThreadClosed(Exception):
     """The thread was cancelled or redacted in durableruns: LangGraph may not write to it."""

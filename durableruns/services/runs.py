@@ -71,7 +71,8 @@ def cancel(run: Run, *, user: Any) -> bool:
 def resume(run: Run, *, user: Any) -> bool:
     """Continue a failed, cancelled or waiting run from its last checkpoint (same keys)."""
     with transaction.atomic():
-        changed = Run.objects.filter(pk=run.pk, status__in=RESUMABLE).update(
+        # A LangGraph thread is resumed by LangGraph (a reviewer's decision), never queued.
+        changed = Run.objects.filter(pk=run.pk, status__in=RESUMABLE, kind=Run.Kind.NATIVE).update(
             status=Status.QUEUED,
             error=None,
             finished_at=None,

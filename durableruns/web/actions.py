@@ -33,7 +33,7 @@ BULK_ACTIONS = {
 def _eligible(action: str, queryset: QuerySet[Run]) -> QuerySet[Run]:
     if action == "cancel":
         return queryset.exclude(status__in=Run.TERMINAL)
-    return queryset.filter(status__in=operations.RESUMABLE)
+    return queryset.filter(status__in=operations.RESUMABLE, kind=Run.Kind.NATIVE)
 
 
 def _after_action(request: HttpRequest, record: Run) -> HttpResponse:

@@ -153,8 +153,11 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     for step in steps:
         _annotate(step, record)
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
+    native = record.kind == Run.Kind.NATIVE
     return {
         "run": record,
+        "native": native,
+        "langgraph": None if native else _langgraph_thread(record),
         "steps": steps,
         "effects": effects,
         "budget": _budget(record, len(steps)),
@@ -162,8 +165,15 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
         "audit": list(AuditEvent.objects.for_run(record)),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
-        "can_resume": can_operate and record.status in RESUMABLE,
+        "can_resume": can_operate and native and record.status in RESUMABLE,
     }
+
+
+def _langgraph_thread(record: Run) -> dict[str, Any]:
+    # Imported here: durableruns.langgraph needs the optional `langgraph` extra.
+    from ..langgraph.render import thread_view
+
+    return thread_view(record)
 
 
 def _budget(record: Run, steps: int) -> dict[str, Any]:
