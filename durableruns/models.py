@@ -334,10 +334,17 @@ class Approval(models.Model):
     on_expiry = models.CharField(max_length=10, default=Decision.REJECT)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # The LangGraph interrupt this approval answers (a langgraph run's approvals only).
+    interrupt_id = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "position"], name="approval_run_position"),
+            models.UniqueConstraint(
+                fields=["run", "interrupt_id"],
+                condition=~Q(interrupt_id=""),
+                name="approval_run_interrupt",
+            ),
         ]
         indexes = [
             models.Index(

@@ -26,6 +26,8 @@ from langgraph.checkpoint.base import (
 )
 
 from durableruns.langgraph import store
+from durableruns.langgraph.interrupts import approval_specs
+from durableruns.langgraph.resume import current_owner
 from durableruns.models import LangGraphCheckpoint
 
 BRANCH_PREFIX = "branch:to:"
@@ -158,7 +160,7 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
-        on_db_thread(store.put_checkpoint, *args, graph=self.graph)
+        on_db_thread(store.put_checkpoint, *args, graph=self.graph, owner=current_owner.get())
         return saved
 
     def _checkpoint_rows(
@@ -212,7 +214,11 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        on_db_thread(store.put_writes, *self._write_rows(config, writes, task_id, task_path))
+        on_db_thread(
+            store.put_writes,
+            *self._write_rows(config, writes, task_id, task_path),
+            owner=current_owner.get(),
+        )
 
     def _write_rows(
         self,
@@ -235,12 +241,19 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
                     "blob": data,
                 }
             )
+        approvals = [
+            spec
+            for channel, interrupts in writes
+            if channel == INTERRUPT
+            for spec in approval_specs(interrupts, self.serde, task_path)
+        ]
         return (
             conf["thread_id"],
             conf.get("checkpoint_ns", ""),
             conf["checkpoint_id"],
             rows,
             _status_after(w[0] for w in writes),
+            approvals,
         )
 
     def delete_thread(self, thread_id: str) -> None:
@@ -317,7 +330,9 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
-        await on_db_thread_async(store.put_checkpoint, *args, graph=self.graph)
+        await on_db_thread_async(
+            store.put_checkpoint, *args, graph=self.graph, owner=current_owner.get()
+        )
         return saved
 
     async def aput_writes(
@@ -328,7 +343,9 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         task_path: str = "",
     ) -> None:
         await on_db_thread_async(
-            store.put_writes, *self._write_rows(config, writes, task_id, task_path)
+            store.put_writes,
+            *self._write_rows(config, writes, task_id, task_path),
+            owner=current_owner.get(),
         )
 
     async def adelete_thread(self, thread_id: str) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
@@ -52,10 +54,19 @@ def printable(text: str, limit: int = 300) -> str:
     return "".join(out) + ("…" if len(text) > limit else "")
 
 
-def touch(thread_id: str, *, status: str | None = None, step: bool = False, graph: str = "") -> str:
+def touch(
+    thread_id: str,
+    *,
+    status: str | None = None,
+    step: bool = False,
+    graph: str = "",
+    owner: str = "",
+) -> str:
     """Record activity on the thread (creating its Run the first time); returns the Run id.
 
-    Raises ThreadClosed if the thread was cancelled or redacted."""
+    `owner` is the lease owner when a worker resumes the thread: its writes are
+    accepted only while it holds the lease, and each one extends it.
+    Raises ThreadClosed if the thread was cancelled or redacted, or the lease lost."""
     run_id = run_id_for(thread_id)
     updates: dict[str, Any] = {"updated_at": Now()}
     if status:
@@ -66,6 +77,15 @@ def touch(thread_id: str, *, status: str | None = None, step: bool = False, grap
     open_thread = Run.objects.filter(
         pk=run_id, kind=Run.Kind.LANGGRAPH, redacted_at__isnull=True
     ).exclude(status=Run.Status.CANCELLED)
+    if owner:
+        ttl = timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL)
+        updates["lease_expires_at"] = Now() + ttl
+        if not open_thread.filter(lease_owner=owner).update(**updates):
+            raise ThreadClosed(
+                f"thread {printable(thread_id, 80)!r}: this worker's lease was lost or the "
+                "thread was closed; another worker continues it"
+            )
+        return run_id
     # Three tries: another connection may be creating the thread's Run at this moment.
     for _ in range(3):
         if open_thread.update(**updates):
@@ -121,12 +141,13 @@ def put_checkpoint(
     blobs: Sequence[tuple[str, str, str, bytes | None]],
     *,
     graph: str = "",
+    owner: str = "",
 ) -> None:
     """Store one checkpoint row and the channel blobs new in it, atomically."""
     top = ns == ""
     with transaction.atomic():
         status = _status_of(thread_id, row) if top else None
-        run_id = touch(thread_id, status=status, step=top, graph=graph)
+        run_id = touch(thread_id, status=status, step=top, graph=graph, owner=owner)
         if blobs:
             LangGraphBlob.objects.bulk_create(
                 [
@@ -169,11 +190,13 @@ def put_writes(
     checkpoint_id: str,
     rows: Sequence[dict[str, Any]],
     status: str | None,
+    approvals: Sequence[dict[str, Any]] = (),
+    owner: str = "",
 ) -> None:
     """Store a task's writes. Special writes (error, interrupt, resume: negative idx)
     replace what the task wrote before; a regular write re-sent keeps the first."""
     with transaction.atomic():
-        run_id = touch(thread_id, status=status if ns == "" else None)
+        run_id = touch(thread_id, status=status if ns == "" else None, owner=owner)
         objs = [
             LangGraphWrite(thread_id=run_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, **r)
             for r in rows
@@ -189,6 +212,10 @@ def put_writes(
             )
         if regular:
             LangGraphWrite.objects.bulk_create(regular, ignore_conflicts=True)
+        if approvals:
+            from durableruns.langgraph.interrupts import open_approvals
+
+            open_approvals(run_id, list(approvals))
 
 
 def find_checkpoints(

@@ -96,3 +96,25 @@ def refund_graph():
     from durableruns.langgraph import DurableRunsSaver
 
     return refund_builder().compile(checkpointer=DurableRunsSaver(graph="refund"))
+
+
+def slow_refund_graph():
+    """The refund graph whose `pay` node hangs on its first attempt (a worker is killed
+    there): LANGGRAPH_TEST_MARKER names the file that says it started once."""
+    import os
+    import time
+    from pathlib import Path
+
+    from durableruns.langgraph import DurableRunsSaver
+
+    def slow_pay(state: Refund) -> Refund:
+        marker = Path(os.environ["LANGGRAPH_TEST_MARKER"])
+        if not marker.exists():
+            marker.write_text("started")
+            time.sleep(120)  # killed here
+        return pay(state)
+
+    builder = refund_builder()
+    builder.nodes.pop("pay")
+    builder.add_node("pay", slow_pay)
+    return builder.compile(checkpointer=DurableRunsSaver(graph="slow-refund"))
