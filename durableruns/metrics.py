@@ -8,6 +8,8 @@ answer for all workers), plus step counters kept in the shared cache (Redis).
 - durableruns_steps_total{kind,outcome}            steps executed vs replayed from history
                                                    (kind=tool: effects); since Redis started
 - durableruns_step_duration_seconds                latency of steps finished in the window
+- durableruns_langgraph_steps_total                LangGraph supersteps checkpointed (root
+                                                   graph) by threads still stored
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ class DatabaseCollector(Collector):
         )
         yield self._steps_total()
         yield self._step_latency()
+        langgraph = Run.objects.filter(kind=Run.Kind.LANGGRAPH).aggregate(n=Sum("steps_used"))
+        yield CounterMetricFamily(
+            "durableruns_langgraph_steps",
+            "LangGraph supersteps checkpointed by threads still stored",
+            value=langgraph["n"] or 0,
+        )
 
     def _runs_by_status(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily("durableruns_runs", "Runs by status", labels=["status"])

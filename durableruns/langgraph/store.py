@@ -19,6 +19,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from durableruns.models import (
+    Approval,
     LangGraphBlob,
     LangGraphCheckpoint,
     LangGraphThread,
@@ -166,6 +167,36 @@ def put_checkpoint(
         )
 
 
+def _close_answered_approvals(run_id: str, checkpoint_id: str, task_ids: set[str]) -> None:
+    """The graph's caller answered these tasks' interrupts with Command(resume=...)
+    directly: their approvals leave the inbox (recorded as answered by langgraph)."""
+    from durableruns.langgraph.render import value
+
+    ids = set()
+    for kind, blob in (
+        LangGraphWrite.objects.filter(
+            thread_id=run_id, checkpoint_ns="", checkpoint_id=checkpoint_id, channel="__interrupt__"
+        )
+        .filter(task_id__in=task_ids)
+        .values_list("type", "blob")
+    ):
+        shown = value(kind, blob)
+        for item in shown if isinstance(shown, list) else [shown]:
+            if isinstance(item, dict) and isinstance(item.get("value"), dict):
+                ids.add(str(item["value"].get("id", "")))
+    if not ids:
+        return
+    Approval.objects.filter(
+        run_id=run_id, state=Approval.State.PENDING, interrupt_id__in=ids
+    ).update(
+        state=Approval.State.EXPIRED,
+        decision=Approval.Decision.EXPIRE,
+        decider_name="langgraph",
+        comment="answered outside durableruns: the graph was resumed by its caller",
+        decided_at=Now(),
+    )
+
+
 def _status_of(thread_id: str, row: dict[str, Any]) -> str:
     """A new root checkpoint's status. LangGraph saves checkpoints in the background,
     so a task's error or interrupt may already be recorded against it."""
@@ -212,6 +243,9 @@ def put_writes(
             )
         if regular:
             LangGraphWrite.objects.bulk_create(regular, ignore_conflicts=True)
+        resumed = {r["task_id"] for r in rows if r["channel"] == "__resume__"}
+        if resumed and ns == "":
+            _close_answered_approvals(run_id, checkpoint_id, resumed)
         if approvals:
             from durableruns.langgraph.interrupts import open_approvals
 
