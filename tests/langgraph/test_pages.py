@@ -12,7 +12,7 @@ from langgraph.types import Command
 from durableruns.langgraph import DurableRunsSaver
 from durableruns.langgraph.render import value
 from durableruns.langgraph.store import run_id_for
-from durableruns.models import LangGraphBlob
+from durableruns.models import LangGraphBlob, Run
 from tests.langgraph.graphs import chain_builder, refund_builder
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,3 +106,40 @@ def test_a_finished_thread_is_idle(client, alice):
     page = client.get(f"/runs/{run_id_for('idle')}/").content.decode()
 
     assert 'id="run-status">idle</span>' in page
+
+
+def test_an_operator_forks_a_thread_from_a_checkpoint(client, bob):
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver(graph="refund"))
+    graph.invoke({"order": "F-9", "cents": 5}, _config("to-fork"))
+    before_ask = next(
+        s for s in graph.get_state_history(_config("to-fork")) if s.next == ("ask_human",)
+    )
+    client.force_login(bob)
+
+    response = client.post(
+        f"/runs/{run_id_for('to-fork')}/langgraph-fork/",
+        {"checkpoint_id": before_ask.config["configurable"]["checkpoint_id"]},
+    )
+
+    child = Run.objects.get(parent_id=run_id_for("to-fork"))
+    assert response.status_code == 302 and response["Location"] == f"/runs/{child.id}/"
+    thread = child.langgraph_thread.thread_id
+    assert graph.get_state(_config(thread)).values["cents"] == 5
+    assert graph.get_state(_config(thread)).next == ("ask_human",)
+    final = graph.invoke(None, _config(thread))
+    assert "__interrupt__" in final  # the fork asks its own reviewer
+
+
+def test_a_reviewer_cannot_fork_and_a_bad_checkpoint_is_refused(client, alice, bob):
+    refund_builder().compile(checkpointer=DurableRunsSaver()).invoke(
+        {"order": "F-10"}, _config("no-fork")
+    )
+    url = f"/runs/{run_id_for('no-fork')}/langgraph-fork/"
+    client.force_login(alice)
+    assert client.post(url, {"checkpoint_id": "x"}).status_code == 403
+    client.force_login(bob)
+
+    response = client.post(url, {"checkpoint_id": "\x00" * 5000})
+
+    assert response.status_code == 302
+    assert Run.objects.filter(kind="langgraph").count() == 1
