@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.db import connection, connections
+from django.db import InterfaceError, OperationalError, connection, connections
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     ERROR,
@@ -40,8 +40,14 @@ _db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durableruns-l
 
 
 def _fresh(method: Any, *args: Any, **kwargs: Any) -> Any:
-    connection.close_if_unusable_or_obsolete()
-    return method(*args, **kwargs)
+    # Not close_if_unusable_or_obsolete(): with CONN_MAX_AGE=0 (Django's default) it
+    # reconnects on every call (about 20 ms). A broken connection is closed instead,
+    # and the next call opens a new one.
+    try:
+        return method(*args, **kwargs)
+    except (OperationalError, InterfaceError):
+        connection.close()
+        raise
 
 
 def on_db_thread(method: Any, *args: Any, **kwargs: Any) -> Any:
