@@ -41,16 +41,16 @@ class UnknownGraph(LookupError):
 
 def load_graph(name: str) -> Any:
     """The compiled graph registered under `name` in DURABLERUNS_LANGGRAPH_GRAPHS."""
-    if name in _loaded:
-        return _loaded[name]
     entries = dict(item.split("=", 1) for item in settings.DURABLERUNS_LANGGRAPH_GRAPHS)
     if name not in entries:
         raise UnknownGraph(f"no graph {name!r} in DURABLERUNS_LANGGRAPH_GRAPHS")
+    if entries[name] in _loaded:
+        return _loaded[entries[name]]
     module, _, attribute = entries[name].partition(":")
     graph = getattr(importlib.import_module(module), attribute)
     if not hasattr(graph, "invoke"):
         graph = graph()
-    _loaded[name] = graph
+    _loaded[entries[name]] = graph
     return graph
 
 

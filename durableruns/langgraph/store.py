@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
@@ -225,7 +225,27 @@ def put_writes(
     owner: str = "",
 ) -> None:
     """Store a task's writes. Special writes (error, interrupt, resume: negative idx)
-    replace what the task wrote before; a regular write re-sent keeps the first."""
+    replace what the task wrote before; a regular write re-sent keeps the first.
+
+    A task's regular writes (most calls) take one INSERT: they change no status, and
+    the fence is checked when LangGraph checkpoints them (put_checkpoint)."""
+    if not owner and status is None and not approvals and all(r["idx"] >= 0 for r in rows):
+        try:
+            LangGraphWrite.objects.bulk_create(
+                [
+                    LangGraphWrite(
+                        thread_id=run_id_for(thread_id),
+                        checkpoint_ns=ns,
+                        checkpoint_id=checkpoint_id,
+                        **r,
+                    )
+                    for r in rows
+                ],
+                ignore_conflicts=True,
+            )
+            return
+        except IntegrityError:
+            pass  # the thread's first checkpoint is not stored yet: create the thread below
     with transaction.atomic():
         run_id = touch(thread_id, status=status if ns == "" else None, owner=owner)
         objs = [
