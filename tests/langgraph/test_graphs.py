@@ -17,7 +17,7 @@ from durableruns.engine import store as engine_store
 from durableruns.engine.runs import ring_due
 from durableruns.langgraph import AsyncDurableRunsSaver, DurableRunsSaver, ThreadClosed
 from durableruns.langgraph.store import run_id_for
-from durableruns.models import LangGraphCheckpoint, LangGraphWrite, Run
+from durableruns.models import Approval, LangGraphCheckpoint, LangGraphWrite, Run
 from tests.langgraph.graphs import chain_builder, fan_builder, refund_builder
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,6 +115,8 @@ def test_a_subgraph_interrupt_stops_the_thread_and_resumes():
     assert Run.objects.get(pk=run_id_for("nested")).status == "awaiting_approval"
     namespaces = set(LangGraphCheckpoint.objects.values_list("checkpoint_ns", flat=True))
     assert "" in namespaces and any(ns.startswith("refund:") for ns in namespaces)
+    # The interrupt is recorded in both namespaces; the inbox shows it once.
+    assert Approval.objects.filter(run_id=run_id_for("nested")).count() == 1
     final = graph.invoke(Command(resume={"decision": "reject"}), config)
     assert final["log"] == ["lookup", "ask_human", "not paid", "after"]
 
