@@ -119,7 +119,9 @@ def _drive(run: Run, owner: str) -> str:
             return "waiting: an interrupt has no decided approval"
         graph.invoke(Command(resume=decided), config)
         what = f"resumed {len(decided)} interrupt(s)"
-    elif state.next:
+    elif state.tasks:
+        # Not `state.next`: if the dead worker's next checkpoint was never stored, this
+        # one's tasks may all have writes already (next is empty) and still be unapplied.
         graph.invoke(None, config)
         what = "continued from the last checkpoint"
     else:
@@ -134,7 +136,7 @@ def _settle_status(run_id: str, owner: str, graph: Any, config: dict) -> None:
     status = (
         Run.Status.AWAITING_APPROVAL
         if state.interrupts
-        else (Run.Status.RUNNING if state.next else Run.Status.SUCCEEDED)
+        else (Run.Status.RUNNING if state.tasks else Run.Status.SUCCEEDED)
     )
     Run.objects.filter(pk=run_id, lease_owner=owner, status=Run.Status.RUNNING).update(
         status=status, updated_at=Now()

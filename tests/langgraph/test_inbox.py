@@ -8,7 +8,7 @@ from langgraph.types import Command
 from durableruns.langgraph import DurableRunsSaver
 from durableruns.langgraph.resume import resume_thread
 from durableruns.langgraph.store import run_id_for
-from durableruns.models import Approval, AuditEvent, Run
+from durableruns.models import Approval, AuditEvent, LangGraphCheckpoint, Run
 from durableruns.services import approvals as approval_service
 from tests.langgraph.graphs import fan_builder, refund_builder
 
@@ -91,3 +91,24 @@ def test_a_graph_resumed_by_hand_is_not_resumed_twice(registered, alice):
     assert (approval.state, approval.decider_name) == ("expired", "langgraph")
     assert resume_thread(run_id_for("by-hand")) == "nothing to do"
     assert graph.get_state(_config("by-hand")).values["log"][-1] == "paid"
+
+
+def test_it_continues_when_a_dead_workers_last_checkpoints_were_lost(registered, alice):
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver(graph="refund"))
+    graph.invoke({"order": "L-1"}, _config("lost"))
+    approval = Approval.objects.get(run_id=run_id_for("lost"))
+    approval_service.decide(approval, "approve", user=alice)
+    graph.invoke(Command(resume={approval.interrupt_id: {"decision": "approve"}}), _config("lost"))
+    # The worker died after ask_human's writes but before LangGraph stored the next
+    # checkpoints (they are saved in the background):
+    asked = LangGraphCheckpoint.objects.get(
+        thread_id=run_id_for("lost"), checkpoint_ns="", next_nodes=["ask_human"]
+    )
+    LangGraphCheckpoint.objects.filter(
+        thread_id=run_id_for("lost"), checkpoint_id__gt=asked.checkpoint_id
+    ).delete()
+    Run.objects.filter(pk=run_id_for("lost")).update(status="running")
+
+    assert resume_thread(run_id_for("lost")) == "continued from the last checkpoint"
+
+    assert graph.get_state(_config("lost")).values["log"] == ["lookup", "ask_human", "paid"]
