@@ -18,7 +18,15 @@ from typing import Any
 from . import report
 from .common import ROOT
 
-SECTIONS = ("step_overhead", "throughput", "recovery", "approval", "dashboard", "memory")
+SECTIONS = (
+    "step_overhead",
+    "throughput",
+    "recovery",
+    "approval",
+    "dashboard",
+    "memory",
+    "langgraph_saver",
+)
 # A section that overruns is stopped, so `make bench` always ends and says so.
 TIMEOUT = {"quick": 150, "full": 900}
 

@@ -113,6 +113,13 @@ def section_text(name: str, result: dict[str, Any]) -> str:
 
 
 def _lines(name: str, r: dict[str, Any]) -> list[str]:
+    if name == "langgraph_saver":
+        return [
+            f"{s:18} put median {v['put_ms']['median']:.3f} ms p95 {v['put_ms']['p95']:.3f} ms; "
+            f"20-node graph median {v['graph_20_nodes_ms']['median']:.1f} ms "
+            f"p95 {v['graph_20_nodes_ms']['p95']:.1f} ms"
+            for s, v in r["systems"].items()
+        ]
     if name == "step_overhead":
         return [
             f"{s:18} median {v['median']:.3f} ms  p95 {v['p95']:.3f} ms  "
@@ -201,6 +208,7 @@ def render(
         ("approval", "4. Approval to resume"),
         ("dashboard", "5. Dashboard at scale"),
         ("memory", "6. Worker memory"),
+        ("langgraph_saver", "7. LangGraph saver beside AsyncPostgresSaver"),
     ):
         if name in results:
             when = results[name].get("measured_at")
@@ -324,6 +332,7 @@ def _section_md(name: str, r: dict[str, Any]) -> list[str]:
         "approval": _approval_md,
         "dashboard": _dashboard_md,
         "memory": _memory_md,
+        "langgraph_saver": lambda r: ["```", *_lines("langgraph_saver", r), "```"],
     }[name](r)
 
 

@@ -9,6 +9,8 @@ answer for all workers), plus step counters kept in the shared cache (Redis).
                                                    (kind=tool: effects); since Redis started
 - durableruns_step_duration_seconds                latency of steps finished in the window
 - durableruns_last_sweep_age_seconds               since the sweep leader last swept
+- durableruns_langgraph_steps_total                LangGraph supersteps checkpointed (root
+                                                   graph) by threads still stored
 """
 
 from __future__ import annotations
@@ -73,6 +75,12 @@ class DatabaseCollector(Collector):
         )
         yield self._steps_total()
         yield self._step_latency()
+        langgraph = Run.objects.filter(kind=Run.Kind.LANGGRAPH).aggregate(n=Sum("steps_used"))
+        yield CounterMetricFamily(
+            "durableruns_langgraph_steps",
+            "LangGraph supersteps checkpointed by threads still stored",
+            value=langgraph["n"] or 0,
+        )
         yield self._last_sweep_age()
 
     def _last_sweep_age(self) -> GaugeMetricFamily:

@@ -22,7 +22,14 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    class Kind(models.TextChoices):
+        NATIVE = "native"
+        # A LangGraph thread stored by durableruns.langgraph: LangGraph executes it,
+        # so the executor and the sweeper never take it (see store.acquire_lease).
+        LANGGRAPH = "langgraph"
+
     id = models.CharField(primary_key=True, max_length=64)
+    kind = models.CharField(max_length=10, choices=Kind, default=Kind.NATIVE, db_default="native")
     agent = models.CharField(max_length=100)
     agent_version = models.CharField(max_length=100)
     input = models.JSONField()
@@ -94,6 +101,24 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def status_label(self) -> str:
+        """The status as people read it; a LangGraph thread's is derived from its checkpoints."""
+        if self.kind == self.Kind.LANGGRAPH:
+            return LANGGRAPH_STATUS_LABELS.get(self.status, self.get_status_display())
+        return self.get_status_display()
+
+
+# A langgraph Run's status: running, interrupted (an interrupt awaits a decision),
+# idle (nothing left to run: LangGraph may continue the thread), failed, cancelled.
+LANGGRAPH_STATUS_LABELS = {
+    Run.Status.RUNNING: "running",
+    Run.Status.AWAITING_APPROVAL: "interrupted",
+    Run.Status.SUCCEEDED: "idle",
+    Run.Status.FAILED: "failed",
+    Run.Status.CANCELLED: "cancelled",
+}
 
 
 class Step(models.Model):
@@ -331,10 +356,17 @@ class Approval(models.Model):
     on_expiry = models.CharField(max_length=10, default=Decision.REJECT)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # The LangGraph interrupt this approval answers (a langgraph run's approvals only).
+    interrupt_id = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "position"], name="approval_run_position"),
+            models.UniqueConstraint(
+                fields=["run", "interrupt_id"],
+                condition=~Q(interrupt_id=""),
+                name="approval_run_interrupt",
+            ),
         ]
         indexes = [
             models.Index(
@@ -477,3 +509,104 @@ class SweeperBeat(models.Model):
 
     def __str__(self) -> str:
         return f"swept at {self.swept_at} by {self.swept_by}"
+
+
+# --- LangGraph checkpoints (durableruns.langgraph) -----------------------------
+# A LangGraph thread is a Run of kind "langgraph"; its checkpoints, channel blobs and
+# pending writes are stored the way LangGraph's reference savers store them. Values
+# stay in LangGraph's serialized form (type tag + bytes) and are never decoded
+# here: the dashboard renders them through an allowlist (durableruns.langgraph.render).
+
+
+class LangGraphThread(models.Model):
+    """The thread behind a langgraph Run. Thread ids may be any string (NUL, lone
+    surrogates, megabytes), so the id is stored as bytes and the Run id is its hash."""
+
+    run = models.OneToOneField(
+        Run, primary_key=True, on_delete=models.CASCADE, related_name="langgraph_thread"
+    )
+    thread_id_bytes = models.BinaryField()
+
+    def __str__(self) -> str:
+        return self.thread_id
+
+    @property
+    def thread_id(self) -> str:
+        return bytes(self.thread_id_bytes).decode("utf-8", "surrogatepass")
+
+
+class LangGraphCheckpoint(models.Model):
+    thread = models.ForeignKey(
+        LangGraphThread, on_delete=models.CASCADE, related_name="checkpoints"
+    )
+    checkpoint_ns = models.TextField(default="", blank=True)
+    checkpoint_id = models.TextField()
+    parent_checkpoint_id = models.TextField(default="", blank=True)
+    type = models.TextField()
+    checkpoint = models.BinaryField(null=True)
+    metadata_type = models.TextField()
+    metadata = models.BinaryField(null=True)
+    # Copied out of the checkpoint so the dashboard and pruning need no decoding.
+    channel_versions = models.JSONField(default=dict)
+    next_nodes = models.JSONField(default=list)
+    step = models.IntegerField(null=True)
+    source = models.TextField(default="", blank=True)
+    lg_run_id = models.TextField(default="", blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id"], name="lg_checkpoint_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} {self.checkpoint_ns}:{self.checkpoint_id}"
+
+
+class LangGraphBlob(models.Model):
+    """One channel value at one version (shared by the checkpoints that saw it)."""
+
+    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="+")
+    checkpoint_ns = models.TextField(default="", blank=True)
+    channel = models.TextField()
+    version = models.TextField()
+    type = models.TextField()
+    blob = models.BinaryField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "channel", "version"], name="lg_blob_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} {self.channel}@{self.version}"
+
+
+class LangGraphWrite(models.Model):
+    """A pending write of a task against a checkpoint (node output, error, interrupt)."""
+
+    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="writes")
+    checkpoint_ns = models.TextField(default="", blank=True)
+    checkpoint_id = models.TextField()
+    task_id = models.TextField()
+    task_path = models.TextField(default="", blank=True)
+    idx = models.IntegerField()
+    channel = models.TextField()
+    type = models.TextField()
+    blob = models.BinaryField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="lg_write_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} {self.checkpoint_id} {self.task_id}#{self.idx} {self.channel}"

@@ -180,6 +180,12 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # --- durableruns engine defaults (all overridable from the environment) -----
 DURABLERUNS_AGENT_MODULES = _env_list("DURABLERUNS_AGENT_MODULES", "durableruns.demo.agents")
 DURABLERUNS_LEASE_TTL = _env_float("DURABLERUNS_LEASE_TTL", 30.0)
+# durableruns.langgraph: the compiled graphs a worker resumes after a reviewer's
+# decision, as "name=module:attribute" (a compiled graph, or a function returning one).
+DURABLERUNS_LANGGRAPH_GRAPHS = _env_list("DURABLERUNS_LANGGRAPH_GRAPHS", "")
+# How long a resuming worker holds a thread without writing a checkpoint before the
+# sweeper hands the thread to another worker (a LangGraph node is not interruptible).
+DURABLERUNS_LANGGRAPH_LEASE_TTL = _env_float("DURABLERUNS_LANGGRAPH_LEASE_TTL", 300.0)
 DURABLERUNS_SWEEP_INTERVAL = _env_float("DURABLERUNS_SWEEP_INTERVAL", 5.0)
 DURABLERUNS_REDELIVER_AFTER = _env_float("DURABLERUNS_REDELIVER_AFTER", 30.0)
 # A dead executor is noticed through its Postgres session closing (a session advisory

@@ -10,6 +10,7 @@ from django.conf import settings
 from . import idempotency
 from .celery import app
 from .engine import executor
+from .models import Run
 from .services import retention, sweeper
 
 
@@ -22,7 +23,17 @@ class CeleryDoorbell:
 
 @app.task(name="durableruns.advance_run", ignore_result=True)
 def advance_run(run_id: str) -> str:
+    if run_id.startswith("lg-") and Run.objects.filter(pk=run_id, kind=Run.Kind.LANGGRAPH).exists():
+        # The sweeper rang a LangGraph thread whose resuming worker died.
+        return resume_langgraph(run_id)
     return executor.advance(run_id)
+
+
+@app.task(name="durableruns.resume_langgraph", ignore_result=True)
+def resume_langgraph(run_id: str) -> str:
+    from .langgraph.resume import resume_thread
+
+    return resume_thread(run_id)
 
 
 @app.task(name="durableruns.sweep", ignore_result=True)

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from .web import actions, approvals, ledger, login_throttle, monitoring, policies, views
+from .web import actions, approvals, langgraph, ledger, login_throttle, monitoring, policies, views
 
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/<str:run_id>/resume/", actions.resume, name="run-resume"),
     path("runs/<str:run_id>/replay/", actions.replay, name="run-replay"),
     path("runs/<str:run_id>/fork/", actions.fork, name="run-fork"),
+    path("runs/<str:run_id>/langgraph-fork/", langgraph.fork, name="langgraph-fork"),
     path("effects/", ledger.effects, name="effects"),
     path("escalations/", ledger.escalations, name="escalations"),
     path("escalations/<int:effect_id>/resolve/", ledger.resolve, name="escalation-resolve"),

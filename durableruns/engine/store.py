@@ -175,7 +175,7 @@ def acquire_lease(run_id: str, owner: str) -> Lease | None:
     """Take the run if it is executable, due, and nobody holds a live lease."""
     ttl = settings.DURABLERUNS_LEASE_TTL
     taken = (
-        Run.objects.filter(pk=run_id, status__in=Run.EXECUTABLE)
+        Run.objects.filter(pk=run_id, status__in=Run.EXECUTABLE, kind=Run.Kind.NATIVE)
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now()))
         .filter(Q(wake_at__isnull=True) | Q(wake_at__lte=Now()))
         .update(

@@ -231,8 +231,18 @@ def _settle(approval: Approval, actor: Any, changes: dict[str, Any]) -> Approval
                 "payload": current.final_payload,
             },
         )
-        gates.wake(current.run_id)
+        if current.run.kind == Run.Kind.LANGGRAPH:
+            _resume_langgraph(current)
+        else:
+            gates.wake(current.run_id)
     return current
+
+
+def _resume_langgraph(approval: Approval) -> None:
+    # Once every interrupt of the thread is decided, a worker resumes the graph.
+    from ..langgraph.resume import schedule
+
+    schedule(approval.run_id)
 
 
 def expire_due(batch: int = 100) -> int:

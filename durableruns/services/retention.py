@@ -25,7 +25,18 @@ from django.db import connection, models, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from ..models import Approval, Effect, RetentionPolicy, RetentionSweep, Run, Step
+from ..models import (
+    Approval,
+    Effect,
+    LangGraphBlob,
+    LangGraphCheckpoint,
+    LangGraphThread,
+    LangGraphWrite,
+    RetentionPolicy,
+    RetentionSweep,
+    Run,
+    Step,
+)
 
 log = logging.getLogger(__name__)
 Action = RetentionPolicy.Action
@@ -198,11 +209,20 @@ def _redact(ids: list[str]) -> None:
         model.objects.filter(run_id__in=ids).update(
             secrets="", **{name: _marker_if_set(model, name) for name in fields}
         )
+    _shred_langgraph(ids)
     Run.objects.filter(pk__in=ids).update(
         redacted_at=timezone.now(),
         secrets="",
         **{name: _marker_if_set(Run, name) for name in ("input", "result", "error", "last_error")},
     )
+
+
+def _shred_langgraph(ids: list[str]) -> None:
+    """A LangGraph thread keeps no checkpoint, channel value, write or metadata: nothing
+    half-redacted that LangGraph could resume from (and its saver refuses the thread)."""
+    for model in (LangGraphWrite, LangGraphBlob, LangGraphCheckpoint):
+        model.objects.filter(thread_id__in=ids).delete()
+    LangGraphThread.objects.filter(run_id__in=ids).update(thread_id_bytes=b"")
 
 
 def _marker_if_set(model: type[models.Model], name: str) -> Any:

@@ -97,7 +97,8 @@ def resumable() -> Q:
 def resume(run: Run, *, user: Any, reason: str = "") -> bool:
     """Continue a run from its last checkpoint (same keys), if it is `resumable()`."""
     with transaction.atomic():
-        changed = Run.objects.filter(resumable(), pk=run.pk).update(
+        # A LangGraph thread is resumed by LangGraph (a reviewer's decision), never queued.
+        changed = Run.objects.filter(resumable(), pk=run.pk, kind=Run.Kind.NATIVE).update(
             status=Status.QUEUED,
             error=None,
             finished_at=None,

@@ -66,7 +66,7 @@ def _eligible(action: str, queryset: QuerySet[Run]) -> QuerySet[Run]:
         return queryset.filter(status__in=(Run.Status.FAILED, Run.Status.CANCELLED)).exclude(
             Exists(forked)
         )
-    return queryset.filter(operations.resumable())
+    return queryset.filter(operations.resumable(), kind=Run.Kind.NATIVE)
 
 
 def _after_action(request: HttpRequest, record: Run) -> HttpResponse:

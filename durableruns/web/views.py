@@ -212,8 +212,11 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
         _annotate(step, record)
     axis = timeline(record, steps, pending_until=record.wake_at)
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
+    native = record.kind == Run.Kind.NATIVE
     return {
         "run": record,
+        "native": native,
+        "langgraph": None if native else _langgraph_thread(record),
         "steps": steps,
         "step_rows": step_rows(steps, _step_url(record)),
         "effects": effects,
@@ -224,8 +227,15 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
         "audit": list(AuditEvent.objects.for_run(record)),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
-        "can_resume": can_operate and _resumable(record, effects),
+        "can_resume": can_operate and native and _resumable(record, effects),
     }
+
+
+def _langgraph_thread(record: Run) -> dict[str, Any]:
+    # Imported here: durableruns.langgraph needs the optional `langgraph` extra.
+    from ..langgraph.render import thread_view
+
+    return thread_view(record)
 
 
 def _resumable(record: Run, effects: list[Effect]) -> bool:

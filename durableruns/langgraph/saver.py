@@ -1,0 +1,367 @@
+"""LangGraph checkpointers that store into durableruns (Django-managed tables)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.db import InterfaceError, OperationalError, connection, connections
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ERROR,
+    INTERRUPT,
+    RESUME,
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    SerializerProtocol,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+
+from durableruns.langgraph import store
+from durableruns.langgraph.interrupts import approval_specs
+from durableruns.langgraph.resume import current_owner
+from durableruns.models import LangGraphCheckpoint
+
+BRANCH_PREFIX = "branch:to:"
+
+# Every saver call in the process runs on this one thread, on its one Django
+# connection. LangGraph calls put and put_writes concurrently from its background
+# threads (and aput/aput_writes concurrently on the event loop); a connection per
+# calling thread would leak one per invocation until garbage collection.
+_db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durableruns-langgraph")
+
+
+def _fresh(method: Any, *args: Any, **kwargs: Any) -> Any:
+    # Not close_if_unusable_or_obsolete(): with CONN_MAX_AGE=0 (Django's default) it
+    # reconnects on every call (about 20 ms). A broken connection is closed instead,
+    # and the next call opens a new one.
+    try:
+        return method(*args, **kwargs)
+    except (OperationalError, InterfaceError):
+        connection.close()
+        raise
+
+
+def on_db_thread(method: Any, *args: Any, **kwargs: Any) -> Any:
+    return _db_thread.submit(_fresh, method, *args, **kwargs).result()
+
+
+async def on_db_thread_async(method: Any, *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.wrap_future(_db_thread.submit(_fresh, method, *args, **kwargs))
+
+
+def close_connection() -> None:
+    """Close the saver thread's database connection (tests, before dropping a database)."""
+    on_db_thread(connections.close_all)
+
+
+class DurableRunsSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer whose threads are durableruns runs.
+
+    `graph` names the compiled graph in DURABLERUNS_LANGGRAPH_GRAPHS, so that a
+    reviewer's decision can resume an interrupted thread from a worker."""
+
+    def __init__(self, *, graph: str = "", serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.graph = graph
+
+    # --- reads -------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return on_db_thread(self._get_tuple, config)
+
+    def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        rows = store.find_checkpoints(
+            conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+        )
+        row = next(iter(rows[:1]), None)
+        return self._tuple(row) if row is not None else None
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        yield from on_db_thread(self._list, config, filter=filter, before=before, limit=limit)
+
+    def _list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> list[CheckpointTuple]:
+        conf = config["configurable"] if config else {}
+        rows = store.find_checkpoints(
+            conf.get("thread_id"),
+            conf.get("checkpoint_ns"),
+            get_checkpoint_id(config) if config else None,
+            get_checkpoint_id(before) if before else None,
+        )
+        if not filter and limit is not None:
+            rows = rows[: max(limit, 0)]
+        found = []
+        for row in rows.iterator(chunk_size=200):
+            if limit is not None and len(found) >= limit:
+                break
+            metadata = self.serde.loads_typed((row.metadata_type, bytes(row.metadata)))
+            if filter and not all(metadata.get(k) == v for k, v in filter.items()):
+                continue
+            found.append(self._tuple(row, metadata))
+        return found
+
+    def _tuple(self, row: LangGraphCheckpoint, metadata: Any = None) -> CheckpointTuple:
+        thread_id = row.thread.thread_id
+        ns = row.checkpoint_ns
+        checkpoint = self.serde.loads_typed((row.type, bytes(row.checkpoint)))
+        values = {
+            b.channel: self.serde.loads_typed((b.type, bytes(b.blob)))
+            for b in store.load_blobs(row.thread_id, ns, row.channel_versions)
+            if b.type != "empty"
+        }
+        writes = [
+            (w.task_id, w.channel, self.serde.loads_typed((w.type, bytes(w.blob))))
+            for w in store.load_writes(row.thread_id, ns, row.checkpoint_id)
+        ]
+        if metadata is None:
+            metadata = self.serde.loads_typed((row.metadata_type, bytes(row.metadata)))
+
+        def config_of(checkpoint_id: str) -> RunnableConfig:
+            return {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                }
+            }
+
+        return CheckpointTuple(
+            config=config_of(row.checkpoint_id),
+            checkpoint={**checkpoint, "channel_values": values},
+            metadata=metadata,
+            parent_config=config_of(row.parent_checkpoint_id) if row.parent_checkpoint_id else None,
+            pending_writes=writes,
+        )
+
+    # --- writes ------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
+        on_db_thread(store.put_checkpoint, *args, graph=self.graph, owner=current_owner.get())
+        return saved
+
+    def _checkpoint_rows(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[RunnableConfig, tuple[Any, ...]]:
+        """Serialize on the calling thread; only the SQL runs on the saver thread."""
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        saved = checkpoint.copy()
+        values: dict[str, Any] = saved.pop("channel_values")  # type: ignore[misc]
+        blobs = []
+        for channel, version in new_versions.items():
+            kind, data = (
+                self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")
+            )
+            blobs.append((channel, str(version), kind, data))
+        metadata = get_checkpoint_metadata(config, metadata)
+        ctype, cdata = self.serde.dumps_typed(saved)
+        mtype, mdata = self.serde.dumps_typed(metadata)
+        step = metadata.get("step")
+        row = {
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": conf.get("checkpoint_id") or "",
+            "type": ctype,
+            "checkpoint": cdata,
+            "metadata_type": mtype,
+            "metadata": mdata,
+            "channel_versions": {c: str(v) for c, v in checkpoint["channel_versions"].items()},
+            "next_nodes": _next_nodes(values),
+            "step": step if isinstance(step, int) and abs(step) < 2**31 else None,
+            "source": str(metadata.get("source") or "")[:50],
+            "lg_run_id": str(metadata.get("run_id") or ""),
+        }
+        saved_config: RunnableConfig = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+        return saved_config, (thread_id, ns, row, blobs)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        on_db_thread(
+            store.put_writes,
+            *self._write_rows(config, writes, task_id, task_path),
+            owner=current_owner.get(),
+        )
+
+    def _write_rows(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> tuple[Any, ...]:
+        conf = config["configurable"]
+        rows = []
+        for idx, (channel, value) in enumerate(writes):
+            kind, data = self.serde.dumps_typed(value)
+            rows.append(
+                {
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "channel": channel,
+                    "type": kind,
+                    "blob": data,
+                }
+            )
+        approvals = [
+            spec
+            for channel, interrupts in writes
+            if channel == INTERRUPT
+            for spec in approval_specs(interrupts, self.serde, task_path)
+        ]
+        return (
+            conf["thread_id"],
+            conf.get("checkpoint_ns", ""),
+            conf["checkpoint_id"],
+            rows,
+            _status_after(w[0] for w in writes),
+            approvals,
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        on_db_thread(store.delete_thread, thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        on_db_thread(store.delete_for_runs, run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        on_db_thread(store.copy_thread, source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        on_db_thread(store.prune, thread_ids, strategy)
+
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str:
+        # String versions with a random fraction, like the reference savers: two
+        # branches forked from one checkpoint never share a (channel, version) blob.
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+
+def _next_nodes(values: dict[str, Any]) -> list[str]:
+    """The nodes this checkpoint will run next, read from the trigger channels'
+    names only (no value is decoded)."""
+    nodes = [c[len(BRANCH_PREFIX) :] for c in values if c.startswith(BRANCH_PREFIX)]
+    if "__start__" in values:
+        nodes.insert(0, "__start__")
+    return nodes
+
+
+def _status_after(channels: Any) -> str | None:
+    channels = set(channels)
+    if ERROR in channels:
+        return store.FAILED
+    if INTERRUPT in channels:
+        return store.INTERRUPTED
+    if RESUME in channels:
+        return store.RUNNING
+    return None
+
+
+class AsyncDurableRunsSaver(DurableRunsSaver):
+    """The same saver for `graph.ainvoke`/`astream`: the event loop waits for the
+    saver thread without blocking. Values are serialized on the loop, as the
+    reference async savers do."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await on_db_thread_async(self._get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await on_db_thread_async(
+            self._list, config, filter=filter, before=before, limit=limit
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
+        await on_db_thread_async(
+            store.put_checkpoint, *args, graph=self.graph, owner=current_owner.get()
+        )
+        return saved
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await on_db_thread_async(
+            store.put_writes,
+            *self._write_rows(config, writes, task_id, task_path),
+            owner=current_owner.get(),
+        )
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await on_db_thread_async(store.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await on_db_thread_async(store.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await on_db_thread_async(store.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await on_db_thread_async(store.prune, thread_ids, strategy)

@@ -1,0 +1,68 @@
+"""A LangGraph thread resumed by a real worker after a reviewer's decision, and
+continued from its last checkpoint when that worker is SIGKILLed mid-resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from durableruns.langgraph import DurableRunsSaver
+from durableruns.langgraph.store import run_id_for
+from durableruns.models import Approval, Run
+from durableruns.services import approvals
+from tests.conftest import wait_for
+from tests.langgraph.graphs import refund_builder, slow_refund_graph
+
+pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
+
+GRAPHS = (
+    "refund=tests.langgraph.graphs:refund_graph,"
+    "slow-refund=tests.langgraph.graphs:slow_refund_graph"
+)
+
+
+def _config(thread_id: str) -> dict:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _status(thread_id: str) -> str:
+    return Run.objects.values_list("status", flat=True).get(pk=run_id_for(thread_id))
+
+
+def test_a_worker_resumes_the_graph_after_a_decision(processes, alice, settings):
+    settings.DURABLERUNS_LANGGRAPH_GRAPHS = GRAPHS.split(",")
+    processes.worker(extra_env={"DURABLERUNS_LANGGRAPH_GRAPHS": GRAPHS})
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver(graph="refund"))
+    graph.invoke({"order": "W-1"}, _config("worker-1"))
+
+    approvals.decide(Approval.objects.get(run_id=run_id_for("worker-1")), "approve", user=alice)
+
+    wait_for(lambda: _status("worker-1") == "succeeded", timeout=60, message="graph finished")
+    assert graph.get_state(_config("worker-1")).values["log"] == ["lookup", "ask_human", "paid"]
+
+
+def test_a_worker_killed_mid_resume_is_continued_from_the_last_checkpoint(
+    processes, alice, tmp_path, monkeypatch
+):
+    marker = tmp_path / "pay-started"
+    monkeypatch.setenv("LANGGRAPH_TEST_MARKER", str(marker))
+    env = {
+        "DURABLERUNS_LANGGRAPH_GRAPHS": GRAPHS,
+        "DURABLERUNS_LANGGRAPH_LEASE_TTL": "2",
+        "LANGGRAPH_TEST_MARKER": str(marker),
+    }
+    first = processes.worker(extra_env=env)
+    processes.beat()
+    graph = slow_refund_graph()
+    graph.invoke({"order": "K-1"}, _config("killed"))
+    approvals.decide(Approval.objects.get(run_id=run_id_for("killed")), "approve", user=alice)
+    wait_for(marker.exists, timeout=60, message="pay started in the first worker")
+
+    processes.kill(first)
+    processes.worker(extra_env=env)
+
+    wait_for(lambda: _status("killed") == "succeeded", timeout=90, message="graph finished")
+    state = graph.get_state(_config("killed"))
+    print(processes.logs())
+    # lookup and ask_human ran once (their checkpoints were kept); pay ran to the end once.
+    assert state.values["log"] == ["lookup", "ask_human", "paid"]
+    assert Approval.objects.filter(run_id=run_id_for("killed")).count() == 1

@@ -1,0 +1,172 @@
+"""Real LangGraph graphs on the durableruns savers: the faults the conformance suite
+misses (concurrent writes, re-sent writes, fork branches), subgraphs, parallel
+branches, several interrupts on one checkpoint, and the thread as a run."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import uuid
+from typing import Annotated, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
+
+from durableruns.engine import store as engine_store
+from durableruns.engine.runs import ring_due
+from durableruns.langgraph import AsyncDurableRunsSaver, DurableRunsSaver, ThreadClosed
+from durableruns.langgraph.store import run_id_for
+from durableruns.models import Approval, LangGraphCheckpoint, LangGraphWrite, Run
+from tests.langgraph.graphs import chain_builder, fan_builder, refund_builder
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _config(thread_id: str, **extra) -> dict:
+    return {"configurable": {"thread_id": thread_id, **extra}}
+
+
+def _arun(coro):
+    return asyncio.run(coro)
+
+
+def test_it_stops_at_an_interrupt_and_resumes_with_a_command():
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    config = _config("order-1")
+
+    first = graph.invoke({"order": "A-1"}, config)
+
+    run = Run.objects.get(pk=run_id_for("order-1"))
+    assert first["__interrupt__"][0].value["payload"] == {"order": "A-1", "cents": 5000}
+    assert (run.kind, run.status) == ("langgraph", "awaiting_approval")
+    final = graph.invoke(Command(resume={"decision": "approve"}), config)
+    assert final["log"] == ["lookup", "ask_human", "paid"]
+    run.refresh_from_db()
+    assert run.status == "succeeded"  # shown as "idle": the graph has nothing left to run
+
+
+def test_async_parallel_branches_write_concurrently_on_many_threads():
+    graph = fan_builder(width=8).compile(checkpointer=AsyncDurableRunsSaver())
+
+    async def many():
+        return await asyncio.gather(
+            *(graph.ainvoke({"seen": []}, _config(f"fan-{i}")) for i in range(6))
+        )
+
+    results = _arun(many())
+
+    for result in results:
+        assert sorted(result["seen"]) == sorted([*(f"b{i}" for i in range(8)), "done"])
+    assert Run.objects.filter(kind="langgraph", status="succeeded").count() == 6
+
+
+def test_a_re_sent_write_is_an_upsert_not_an_error():
+    saver = DurableRunsSaver()
+    graph = chain_builder(2).compile(checkpointer=saver)
+    graph.invoke({"count": 0}, _config("resent"))
+    config = saver.get_tuple(_config("resent")).config
+    task = str(uuid.uuid4())
+
+    saver.put_writes(config, [("count", 1), ("__error__", "first")], task)
+    saver.put_writes(config, [("count", 2), ("__error__", "second")], task)
+
+    writes = saver.get_tuple(config).pending_writes
+    assert sorted((c, v) for _, c, v in writes) == [("__error__", "second"), ("count", 1)]
+
+
+def test_fork_branches_keep_their_own_values():
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    config = _config("forked")
+    graph.invoke({"order": "F-1", "cents": 50}, config)
+    before_ask = next(s for s in graph.get_state_history(config) if s.next == ("ask_human",)).config
+
+    seven = graph.update_state(before_ask, {"cents": 7})
+    nine = graph.update_state(before_ask, {"cents": 9})
+
+    assert graph.get_state(seven).values["cents"] == 7
+    assert graph.get_state(nine).values["cents"] == 9
+    graph.invoke(None, seven)  # runs the branch up to its own interrupt
+    resumed = graph.invoke(Command(resume={"decision": "approve"}), config)
+    assert resumed["cents"] == 7
+    assert graph.get_state(nine).values["cents"] == 9
+
+
+def test_a_subgraph_interrupt_stops_the_thread_and_resumes():
+    child = refund_builder().compile()
+
+    class Outer(TypedDict, total=False):
+        order: str
+        cents: int
+        decision: dict
+        log: Annotated[list[str], operator.add]
+
+    builder = StateGraph(Outer)
+    builder.add_node("refund", child)
+    builder.add_node("after", lambda s: {"log": ["after"]})
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", "after")
+    builder.add_edge("after", END)
+    graph = builder.compile(checkpointer=DurableRunsSaver())
+    config = _config("nested")
+
+    graph.invoke({"order": "S-1"}, config)
+
+    assert Run.objects.get(pk=run_id_for("nested")).status == "awaiting_approval"
+    namespaces = set(LangGraphCheckpoint.objects.values_list("checkpoint_ns", flat=True))
+    assert "" in namespaces and any(ns.startswith("refund:") for ns in namespaces)
+    # The interrupt is recorded in both namespaces; the inbox shows it once.
+    assert Approval.objects.filter(run_id=run_id_for("nested")).count() == 1
+    final = graph.invoke(Command(resume={"decision": "reject"}), config)
+    assert final["log"] == ["lookup", "ask_human", "not paid", "after"]
+
+
+def test_two_interrupts_on_one_checkpoint_resume_together():
+    graph = fan_builder(width=2, ask=True).compile(checkpointer=DurableRunsSaver())
+    config = _config("two-questions")
+
+    first = graph.invoke({"seen": []}, config)
+
+    pending = first["__interrupt__"]
+    assert sorted(i.value["payload"]["branch"] for i in pending) == ["b0", "b1"]
+    final = graph.invoke(
+        Command(resume={i.id: f"yes-{i.value['payload']['branch']}" for i in pending}), config
+    )
+    assert sorted(final["answers"]) == ["b0=yes-b0", "b1=yes-b1"]
+
+
+@pytest.mark.parametrize(
+    "thread_id",
+    ["nul\x00inside", "lone \ud800 surrogate", "x" * 100_000, "", "'; DROP TABLE x; --"],
+)
+def test_any_string_is_a_thread_id(thread_id):
+    graph = chain_builder(3).compile(checkpointer=DurableRunsSaver())
+
+    assert graph.invoke({"count": 0}, _config(thread_id))["count"] == 3
+
+    assert graph.get_state(_config(thread_id)).values == {"count": 3}
+    run = Run.objects.get(pk=run_id_for(thread_id))
+    assert run.langgraph_thread.thread_id == thread_id
+
+
+def test_a_cancelled_thread_refuses_further_checkpoints():
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    config = _config("cancel-me")
+    graph.invoke({"order": "C-1"}, config)
+    Run.objects.filter(pk=run_id_for("cancel-me")).update(status="cancelled")
+    count = LangGraphCheckpoint.objects.count()
+
+    with pytest.raises(ThreadClosed, match="cancelled"):
+        graph.invoke(Command(resume={"decision": "approve"}), config)
+
+    assert LangGraphCheckpoint.objects.count() == count
+    assert not LangGraphWrite.objects.filter(channel="__resume__").exists()
+
+
+def test_the_executor_and_the_sweeper_leave_langgraph_runs_alone():
+    graph = chain_builder(2).compile(checkpointer=DurableRunsSaver())
+    graph.invoke({"count": 0}, _config("hands-off"))
+    Run.objects.filter(pk=run_id_for("hands-off")).update(status="running")
+
+    assert engine_store.acquire_lease(run_id_for("hands-off"), "worker-1") is None
+    assert ring_due() == 0

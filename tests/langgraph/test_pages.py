@@ -1,0 +1,145 @@
+"""LangGraph threads in the dashboard: listed as runs with a derived status, the
+run page's node timeline, and state rendered without LangGraph's deserializer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ormsgpack
+import pytest
+from langgraph.types import Command
+
+from durableruns.langgraph import DurableRunsSaver
+from durableruns.langgraph.render import value
+from durableruns.langgraph.store import run_id_for
+from durableruns.models import LangGraphBlob, Run
+from tests.langgraph.graphs import chain_builder, refund_builder
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _config(thread_id: str) -> dict:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _evil(path: Path) -> bytes:
+    """What LangGraph's serializer would turn into os.system("touch <path>")."""
+    call = ormsgpack.packb(["os", "system", f"touch {path}"])
+    return ormsgpack.packb({"cents": ormsgpack.Ext(0, call)})
+
+
+def test_it_lists_a_thread_as_an_interrupted_langgraph_run(client, alice):
+    refund_builder().compile(checkpointer=DurableRunsSaver()).invoke(
+        {"order": "L-1"}, _config("listed")
+    )
+    client.force_login(alice)
+
+    page = client.get("/").content.decode()
+
+    assert run_id_for("listed") in page
+    assert ">interrupted</span>" in page
+
+
+def test_the_run_page_shows_nodes_writes_state_and_fork_points(client, alice):
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    graph.invoke({"order": "P-1"}, _config("paged"))
+    before_ask = next(
+        s for s in graph.get_state_history(_config("paged")) if s.next == ("ask_human",)
+    ).config
+    graph.update_state(before_ask, {"cents": 7})
+    graph.update_state(before_ask, {"cents": 9})
+    client.force_login(alice)
+
+    page = client.get(f"/runs/{run_id_for('paged')}/").content.decode()
+
+    assert "LangGraph thread" in page
+    assert "<strong>lookup</strong>" in page
+    assert "interrupt" in page
+    assert "fork point: 2 branches" in page
+    assert "&quot;cents&quot;: 9" in page and "&quot;cents&quot;: 7" in page
+    assert "Dry replay" not in page and "Resume run" not in page
+
+
+def test_a_hostile_thread_id_renders(client, alice):
+    chain_builder(2).compile(checkpointer=DurableRunsSaver()).invoke(
+        {"count": 0}, _config("<script>\ud800\x00")
+    )
+    client.force_login(alice)
+
+    response = client.get(f"/runs/{run_id_for('<script>\ud800\x00')}/")
+
+    assert response.status_code == 200
+    assert "&lt;script&gt;\\ud800\\u0000" in response.content.decode()
+
+
+def test_stored_state_never_constructs_a_class(client, alice, tmp_path):
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    graph.invoke({"order": "E-1"}, _config("evil"))
+    LangGraphBlob.objects.filter(thread_id=run_id_for("evil"), channel="cents").update(
+        type="msgpack", blob=_evil(tmp_path / "pwned")
+    )
+    client.force_login(alice)
+
+    page = client.get(f"/runs/{run_id_for('evil')}/").content.decode()
+
+    assert not (tmp_path / "pwned").exists()
+    assert "os.system" in page
+
+
+def test_render_refuses_pickle_and_bounds_what_it_shows():
+    assert value("pickle", b"cos\nsystem\n(S'true'\ntR.") == "(23 bytes of pickle: not shown)"
+    assert value("msgpack", b"\xc1") == "(1 bytes of msgpack: undecodable)"
+    deep: object = "bottom"
+    for _ in range(200):
+        deep = [deep]
+    shown = value("msgpack", ormsgpack.packb(deep))
+    assert "(nested too deeply)" in str(shown)
+    assert value("json", b'"\\ud800"') == "\\ud800"
+
+
+def test_a_finished_thread_is_idle(client, alice):
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    graph.invoke({"order": "I-1"}, _config("idle"))
+    graph.invoke(Command(resume={"decision": "approve"}), _config("idle"))
+    client.force_login(alice)
+
+    page = client.get(f"/runs/{run_id_for('idle')}/").content.decode()
+
+    assert 'id="run-status">idle</span>' in page
+
+
+def test_an_operator_forks_a_thread_from_a_checkpoint(client, bob):
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver(graph="refund"))
+    graph.invoke({"order": "F-9", "cents": 5}, _config("to-fork"))
+    before_ask = next(
+        s for s in graph.get_state_history(_config("to-fork")) if s.next == ("ask_human",)
+    )
+    client.force_login(bob)
+
+    response = client.post(
+        f"/runs/{run_id_for('to-fork')}/langgraph-fork/",
+        {"checkpoint_id": before_ask.config["configurable"]["checkpoint_id"]},
+    )
+
+    child = Run.objects.get(parent_id=run_id_for("to-fork"))
+    assert response.status_code == 302 and response["Location"] == f"/runs/{child.id}/"
+    thread = child.langgraph_thread.thread_id
+    assert graph.get_state(_config(thread)).values["cents"] == 5
+    assert graph.get_state(_config(thread)).next == ("ask_human",)
+    final = graph.invoke(None, _config(thread))
+    assert "__interrupt__" in final  # the fork asks its own reviewer
+
+
+def test_a_reviewer_cannot_fork_and_a_bad_checkpoint_is_refused(client, alice, bob):
+    refund_builder().compile(checkpointer=DurableRunsSaver()).invoke(
+        {"order": "F-10"}, _config("no-fork")
+    )
+    url = f"/runs/{run_id_for('no-fork')}/langgraph-fork/"
+    client.force_login(alice)
+    assert client.post(url, {"checkpoint_id": "x"}).status_code == 403
+    client.force_login(bob)
+
+    response = client.post(url, {"checkpoint_id": "\x00" * 5000})
+
+    assert response.status_code == 302
+    assert Run.objects.filter(kind="langgraph").count() == 1
