@@ -71,7 +71,7 @@ def test_two_interrupts_wait_for_both_decisions(settings, alice):
 
     approval_service.decide(first, "approve", user=alice)
     assert resume_thread(run_id_for("two")) == "waiting for decisions"
-    approval_service.decide(second, "reject", user=alice)
+    approval_service.decide(second, "reject", user=alice, comment="not this one")
     assert resume_thread(run_id_for("two")) == "resumed 2 interrupt(s)"
 
     answers = fan_graph().get_state(_config("two")).values["answers"]

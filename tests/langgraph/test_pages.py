@@ -141,5 +141,5 @@ def test_a_reviewer_cannot_fork_and_a_bad_checkpoint_is_refused(client, alice, b
 
     response = client.post(url, {"checkpoint_id": "\x00" * 5000})
 
-    assert response.status_code == 302
+    assert response.status_code == 400  # the validation layer refuses NUL before the view
     assert Run.objects.filter(kind="langgraph").count() == 1
