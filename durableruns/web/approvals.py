@@ -17,8 +17,8 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db.models import Max, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, QueryDict
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
@@ -226,7 +226,7 @@ def _answer(
         tag = messages.DEFAULT_TAGS.get(level, "info")
         return _card(request, approval, notice=notice, notice_tag=tag)
     messages.add_message(request, level, notice)
-    return redirect(_back(request))
+    return HttpResponseRedirect(_back(request))
 
 
 def _refused(
@@ -261,8 +261,10 @@ def _card(
 
 
 def _back(request: HttpRequest) -> str:
+    """Where to go after a claim: a local path given as `next`, else the inbox. Only a
+    path: redirect() would read any other text as a view name (and answer 500)."""
     target = request.POST.get("next", "")
-    if url_has_allowed_host_and_scheme(
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return target

@@ -45,16 +45,20 @@ class PolicyForm(forms.ModelForm):
         help_text="Only finished runs in these statuses are touched.",
     )
     agent = forms.ChoiceField(required=False, help_text="Leave at every agent to cover all.")
-    # A hundred years: beyond it `now - age` overflows Python's dates.
-    age_days = forms.IntegerField(min_value=0, max_value=36_500)
+    # A hundred years: beyond it `now - age` overflows Python's dates. Declared here, so
+    # Meta's label and help text do not apply: they are given with the field.
+    age_days = forms.IntegerField(
+        min_value=0,
+        max_value=36_500,
+        label="Older than (days)",
+        help_text="Runs that finished more than this many days ago. 0 means every finished run.",
+    )
 
     class Meta:
         model = RetentionPolicy
         fields = ["name", "agent", "statuses", "age_days", "action", "enabled"]
-        labels = {"age_days": "Older than (days)", "enabled": "Enabled (applied by the sweep)"}
+        labels = {"enabled": "Enabled (applied by the sweep)"}
         help_texts = {
-            "age_days": "Runs that finished more than this many days ago. 0 means every "
-            "finished run.",
             "action": "Delete removes the run and its history; redact keeps keys, states "
             "and decisions but blanks payloads.",
         }

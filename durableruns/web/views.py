@@ -253,7 +253,9 @@ def _step_url(record: Run) -> str:
 def _pending(record: Run, effects: list[Effect], axis: dict[str, Any]) -> dict[str, Any]:
     """What the run waits for now: a step's next attempt, or escalated effects."""
     retry = None
-    if record.retry_position is not None and not record.is_terminal:
+    # Only while it waits for the next attempt: once a worker takes the lease the
+    # wake-up time is cleared and the step shows as executing.
+    if record.retry_position is not None and not record.is_terminal and record.wake_at:
         effect = next((e for e in effects if e.position == record.retry_position), None)
         retry = {
             "position": record.retry_position,

@@ -26,7 +26,7 @@ def _refunds() -> int:
 
 def _decide(run_id: str, decision: str, user) -> None:
     approval = Approval.objects.get(run_id=run_id, state=Approval.State.PENDING)
-    approvals.decide(approval, decision, user=user)
+    approvals.decide(approval, decision, user=user, comment="decided in a test")
 
 
 @pytest.fixture

@@ -106,6 +106,7 @@ EXPECTED: dict[str, Expect] = {
     "run-replay": Expect("GET", _by_role(302, 403, 403, 200, 200), RUN),
     # GET is the fork confirmation page (400 without a position); the POST forks.
     "run-fork": Expect("GET", _by_role(302, 403, 403, 400, 400), RUN),
+    "langgraph-fork": Expect("POST", OPERATOR_ACTION, RUN),
     # GET is the bulk confirmation page ("cancel 12 runs?"); nothing selected: back.
     "runs-bulk": Expect("GET", _by_role(302, 403, 403, 302, 302)),
     "run-cancel": Expect("POST", OPERATOR_ACTION, RUN),

@@ -28,7 +28,7 @@ def test_a_missing_run_is_a_404_page_with_navigation(client, alice):
 
 def test_a_forbidden_page_is_a_403_page(client, alice):
     client.force_login(alice)
-    response = client.get("/admin/policies/")
+    response = client.get("/manage/policies/")
     assert response.status_code == 403
     _in_layout(response.content.decode(), 403)
 
