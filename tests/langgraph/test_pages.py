@@ -12,7 +12,7 @@ from langgraph.types import Command
 from durableruns.langgraph import DurableRunsSaver
 from durableruns.langgraph.render import value
 from durableruns.langgraph.store import run_id_for
-from durableruns.models import LangGraphBlob, Run
+from durableruns.models import AuditEvent, LangGraphBlob, Run
 from tests.langgraph.graphs import chain_builder, refund_builder
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,6 +123,8 @@ def test_an_operator_forks_a_thread_from_a_checkpoint(client, bob):
 
     child = Run.objects.get(parent_id=run_id_for("to-fork"))
     assert response.status_code == 302 and response["Location"] == f"/runs/{child.id}/"
+    fork = AuditEvent.objects.get(action="run.fork", target_id=run_id_for("to-fork"))
+    assert (fork.actor_name, fork.after["child"]) == ("bob", child.id)
     thread = child.langgraph_thread.thread_id
     assert graph.get_state(_config(thread)).values["cents"] == 5
     assert graph.get_state(_config(thread)).next == ("ask_human",)
