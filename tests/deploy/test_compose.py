@@ -75,3 +75,10 @@ def test_the_dockerfile_serves_gunicorn_with_collected_static_files():
     assert "collectstatic --noinput" in dockerfile
     assert '"gunicorn", "durableruns.wsgi:application"' in dockerfile
     assert "USER durableruns" in dockerfile
+
+
+def test_beat_starts_only_when_asked_for():
+    """The workers sweep and schedule by default: a default `up` starts no idle beat."""
+    services = _compose()["services"]
+    assert services["beat"]["profiles"] == ["beat"]
+    assert all("profiles" not in s for name, s in services.items() if name != "beat")
