@@ -168,6 +168,7 @@ def _drop_secondary(conn: Any) -> list[str]:
 def _field_values(model: Any, explicit: dict[str, Any]) -> list[tuple[str, Any]]:
     """(column, value or callable) for every column, so new nullable/defaulted fields work."""
     from django.db import connection
+    from django.db.models import NOT_PROVIDED
 
     columns = []
     for field in model._meta.concrete_fields:
@@ -175,6 +176,8 @@ def _field_values(model: Any, explicit: dict[str, Any]) -> list[tuple[str, Any]]
             columns.append((field.column, explicit[field.column]))
         elif field.primary_key and field.get_internal_type() in ("AutoField", "BigAutoField"):
             continue
+        elif field.db_default is not NOT_PROVIDED:
+            continue  # the database fills it (e.g. sealed secrets, empty here)
         elif field.null:
             columns.append((field.column, None))
         elif field.has_default():
