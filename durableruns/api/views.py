@@ -302,7 +302,7 @@ def run_fork(request: Request, run_id: str) -> Response:
             reuse_approvals=data["reuse_approvals"],
             # None keeps the parent's input, like the web form; the engine refuses a non-object.
             input=data.get("input"),
-            output=data["output"] if "output" in data else replay.KEEP_OUTPUT,
+            output=data.get("output", replay.KEEP_OUTPUT),
         )
     except replay.ForkError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)

@@ -197,7 +197,6 @@ BAR = (
 FAILED_ATTEMPT = '<rect class="attempt-failed" x="{}" width="{}" y="1" height="10"/>'
 
 
-
 def step_rows(steps: list[Any], step_url: str) -> SafeString:
     """The timeline's rows, one <li> per step, built here rather than in a template
     loop: at 200 steps the template tags cost more than everything else on the page.

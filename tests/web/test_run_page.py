@@ -229,7 +229,8 @@ def test_a_pending_retry_shows_its_failed_attempts_as_segments(client, alice):
         retry_position=1,
         retry_attempts=2,
         retry_attempt_times=[
-            [(started + timedelta(seconds=s)).isoformat() for s in pair] for pair in ((2, 3), (5, 7))
+            [(started + timedelta(seconds=s)).isoformat() for s in pair]
+            for pair in ((2, 3), (5, 7))
         ],
         last_error={"message": "provider timed out"},
         wake_at=timezone.now() + timedelta(seconds=10),

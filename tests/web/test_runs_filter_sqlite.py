@@ -42,7 +42,8 @@ found = {}
 for wanted in json.loads(sys.argv[1]):
     response = client.get("/", {"input": wanted})
     html = response.content.decode()
-    found[wanted] = [response.status_code, sorted(r for r in inputs if f'href="/runs/{r}/"' in html)]
+    shown = sorted(r for r in inputs if f'href="/runs/{r}/"' in html)
+    found[wanted] = [response.status_code, shown]
 print(json.dumps(found))
 """
 
