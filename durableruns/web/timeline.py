@@ -140,10 +140,13 @@ def _segments(attempts: list[tuple[float, float]], total: float) -> list[tuple[s
     ]
 
 
-def _attempts_text(attempts: list[tuple[float, float]]) -> str:
+def _attempts_text(attempts: list[tuple[float, float]], last_failed: int) -> str:
+    """Numbered back from the last failed attempt: a retry under way at an upgrade has
+    times for its later attempts only."""
+    first = max(last_failed - len(attempts) + 1, 1)
     return "; ".join(
         f"attempt {n} failed after {duration_text(length)} at +{duration_text(start)}"
-        for n, (start, length) in enumerate(attempts, 1)
+        for n, (start, length) in enumerate(attempts, first)
     )
 
 
@@ -154,7 +157,8 @@ def _title(
     label = f"#{step.position} {step.kind} {step.name}"
     if attempts:
         last = f"attempt {step.attempts} {ran_text}"
-        return f"{label}: waited {duration_text(wait)}; {_attempts_text(attempts)}; {last}"
+        failed = _attempts_text(attempts, step.attempts - 1)
+        return f"{label}: waited {duration_text(wait)}; {failed}; {last}"
     waited = f"waited {duration_text(wait)}"
     if step.attempts > 1:  # a row from before attempt times were kept
         waited += f" (including {step.attempts - 1} failed attempt(s) and their backoff)"
@@ -175,7 +179,7 @@ def pending_bar(record: Any, axis: dict) -> Bar | None:
         wait_width=f"{_pct(max(due - since, 0.0), total):.2f}%",
         run_x=f"{_pct(due, total):.2f}%",
         run_width="0.4%",
-        title=f"{_attempts_text(attempts)}; {title}" if attempts else title,
+        title=f"{_attempts_text(attempts, record.retry_attempts)}; {title}" if attempts else title,
         failed=_segments(attempts, total),
     )
 

@@ -210,6 +210,16 @@ def test_a_retried_steps_bar_shows_each_attempt_as_a_segment(client, alice):
     assert "attempt-failed" not in first
 
 
+def test_attempts_are_numbered_back_from_the_recorded_one(client, alice):
+    """A retry under way when attempt times came in has times for its later attempts only."""
+    run = make_run("upgraded", started_at=T0, finished_at=T0 + timedelta(seconds=10))
+    times = [[_at(4000), _at(6000)]]  # attempt 3 of 4; attempts 1 and 2 were not timed
+    make_step(run, 0, start_ms=8000, duration_ms=1000, attempts=4, attempt_times=times)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert "attempt 3 failed after 2.0 s at +4.0 s; attempt 4 ran" in body
+
+
 def test_unreadable_attempt_times_draw_no_segments_and_no_error(client, alice):
     run = make_run("odd-times", started_at=T0, finished_at=T0 + timedelta(seconds=10))
     odd = [["not a time", _at(1)], "x", [_at(1)], None]
