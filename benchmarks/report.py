@@ -144,9 +144,7 @@ def _lines(name: str, r: dict[str, Any]) -> list[str]:
         s = r["decision_to_next_step_s"]
         return [f"median {s['median'] * 1000:.0f} ms, p95 {s['p95'] * 1000:.0f} ms"]
     if name == "dashboard":
-        lines = [
-            f"{r['runs']:,} runs, {r['steps']:,} steps generated in {r['generated_in_s']:.0f} s"
-        ]
+        lines = [f"{r['runs']:,} runs, {r['steps']:,} steps {_generated(r)}"]
         for page, v in r["pages"].items():
             if "not_measured" in v:
                 lines.append(f"{page:18} not measured: {v['not_measured']}")
@@ -415,10 +413,16 @@ def _approval_md(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _generated(r: dict[str, Any]) -> str:
+    if r.get("generated_in_s") is None:
+        return "in a database kept from an earlier run (BENCH_REUSE)"
+    return f"generated in {r['generated_in_s']:.0f} s"
+
+
 def _dashboard_md(r: dict[str, Any]) -> list[str]:
     lines = [
         f"{r['runs']:,} runs, {r['steps']:,} steps and {r['effects']:,} effects "
-        f"generated in {r['generated_in_s']:.0f} s ({r['database_mb']:.0f} MiB). Server "
+        f"{_generated(r)} ({r['database_mb']:.0f} MiB). Server "
         "time through Django's test Client (all middleware, logged-in operator); the query "
         "count includes the session and user lookups.",
         "",

@@ -53,6 +53,9 @@ class Run(models.Model):
     # The durable retry counter of the step at `retry_position` (one step at a time).
     retry_position = models.IntegerField(null=True, blank=True)
     retry_attempts = models.PositiveIntegerField(default=0)
+    # [[started, finished], ...] (ISO 8601) of those failed attempts; the step's row
+    # takes them over when it commits (Step.attempt_times).
+    retry_attempt_times = models.JSONField(null=True, blank=True)
     last_error = models.JSONField(null=True, blank=True)
     # Retention (admin area): a held run is never deleted or redacted; a redacted
     # run keeps its ledger keys, states and decisions but no payloads.
@@ -142,6 +145,9 @@ class Step(models.Model):
     # What redaction matched in the JSON fields above, encrypted (engine/vault.py).
     secrets = models.TextField(blank=True, db_default="")
     attempts = models.PositiveIntegerField(default=1)
+    # The failed attempts before the recorded one, [[started, finished], ...] in ISO
+    # 8601, so the timeline draws each attempt; null for one attempt (or older rows).
+    attempt_times = models.JSONField(null=True, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     schema_version = models.PositiveSmallIntegerField(default=CHECKPOINT_SCHEMA_VERSION)

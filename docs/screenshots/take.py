@@ -78,6 +78,12 @@ def seed() -> None:
     )
 
 
+def _retried_run_succeeded() -> bool:
+    from durableruns.models import Run
+
+    return Run.objects.filter(pk="refund-retrying-A-1003", status="succeeded").exists()
+
+
 def shoot(base: str) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -85,7 +91,8 @@ def shoot(base: str) -> None:
         "run-live.png": "/runs/refund-retrying-A-1003/",
         "runs.png": "/",
         "run.png": "/runs/demo-research/",
-        "run-timeline.png": "/runs/demo-research/#steps",
+        # Taken after the retried refund succeeded: its bar shows each failed attempt.
+        "run-timeline.png": "/runs/refund-retrying-A-1003/#steps",
         "effects.png": "/effects/",
         "escalations.png": "/escalations/",
         "replay.png": "/runs/demo-research/replay/",
@@ -106,6 +113,9 @@ def shoot(base: str) -> None:
             if name == "run-live.png":
                 page.locator("#pending-retry").wait_for(timeout=60_000)
             if name == "run-timeline.png":
+                _wait(_retried_run_succeeded, "the retried refund to succeed")
+                page.reload()
+                page.locator("rect.attempt-failed").first.wait_for(state="attached")
                 page.locator("h2:has-text('Steps')").evaluate("h => h.scrollIntoView()")
             if name == "escalations.png":
                 page.locator("h3:has-text('Evidence')").first.evaluate(

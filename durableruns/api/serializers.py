@@ -220,6 +220,17 @@ class ForkSerializer(serializers.Serializer):
         help_text="reuse the copied approvals that guard re-executed effects instead of "
         "asking a reviewer again (needs the permission to approve; audited)",
     )
+    input = serializers.JSONField(
+        required=False,
+        help_text="an edited input (a JSON object) replacing the parent's; absent: the "
+        "parent's input (audited, redacted and size-checked like a new run's)",
+    )
+    output = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="an edited recorded output of the last reused step (position - 1); "
+        "absent: the recorded one is kept, null: the step returned null (audited)",
+    )
 
 
 class ForkPreviewQuery(serializers.Serializer):

@@ -284,20 +284,25 @@ def run_resume(request: Request, run_id: str) -> Response:
 @extend_schema(
     request=s.ForkSerializer,
     responses={201: s.RunSerializer, **DENIED, **MISSING, **INVALID},
-    description="A new run reusing the recorded steps before `position`.",
+    description="A new run reusing the recorded steps before `position`, optionally with "
+    "an edited input or an edited output of the last reused step.",
 )
 @api_view(["POST"])
 def run_fork(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
     form = s.ForkSerializer(data=request.data)
     form.is_valid(raise_exception=True)
+    data = form.validated_data
     try:
         child = runs_service.fork(
             run,
-            form.validated_data["position"],
+            data["position"],
             user=request.user,
-            sandbox=form.validated_data["sandbox"],
-            reuse_approvals=form.validated_data["reuse_approvals"],
+            sandbox=data["sandbox"],
+            reuse_approvals=data["reuse_approvals"],
+            # None keeps the parent's input, like the web form; the engine refuses a non-object.
+            input=data.get("input"),
+            output=data.get("output", replay.KEEP_OUTPUT),
         )
     except replay.ForkError as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)

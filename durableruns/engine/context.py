@@ -311,7 +311,7 @@ class Run:
         try:
             result, text = store.normalised_text(fn())
         except TransientError as exc:
-            error = self.transient_failure(position, attempt, exc)
+            error = self.transient_failure(position, attempt, exc, started)
         except Exception as exc:
             error = _located(describe(exc), position, request)
         outcome = self.outcome(position, request, result, error, attempt, started)
@@ -369,16 +369,26 @@ class Run:
         # Already normalised by the caller: exactly what a replay will return.
         return outcome.result
 
-    def transient_failure(self, position: int, attempt: int, exc: Exception) -> dict[str, Any]:
-        """Schedule another attempt (raises Suspend), or return the exhausted error."""
+    def transient_failure(
+        self, position: int, attempt: int, exc: Exception, started: datetime
+    ) -> dict[str, Any]:
+        """Schedule another attempt (raises Suspend), or return the exhausted error.
+
+        The failed attempt's times go on the run row with the retry counter; the step's
+        row takes them over when it commits (store.commit_step)."""
         if attempt < max_attempts():
             delay = backoff_seconds(attempt)
+            earlier = self._record.retry_attempt_times if attempt > 1 else None
             raise Suspend(
                 RunRecord.Status.WAITING,
                 wake_in=delay,
                 reason=f"retrying step {position} in {delay:.2f}s",
                 retry_position=position,
                 retry_attempts=attempt,
+                retry_attempt_times=[
+                    *(earlier or []),
+                    [started.isoformat(), timezone.now().isoformat()],
+                ],
                 last_error=describe(exc),
             )
         return {
@@ -565,7 +575,7 @@ class _EffectCall:
         store.finish_effect(
             self.lease, self.key, state=Effect.State.FAILED, args=self.args, error=error
         )
-        exhausted = self.run.transient_failure(self.position, self.attempt, exc)
+        exhausted = self.run.transient_failure(self.position, self.attempt, exc, self.started)
         return self._commit(Effect.State.FAILED, None, exhausted)
 
     def _ambiguous(self, exc: BaseException) -> Any:

@@ -148,6 +148,7 @@ def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
         finished_at=Now(),
         retry_position=None,
         retry_attempts=0,
+        retry_attempt_times=None,
         last_error=None,
         **_progress(context),
     )
@@ -174,7 +175,12 @@ def _stop(lease: store.Lease, exc: RunStopped, context: Run | None = None) -> st
 
 
 def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
-    fields: dict[str, Any] = {"retry_position": None, "retry_attempts": 0, **suspend.fields}
+    fields: dict[str, Any] = {
+        "retry_position": None,
+        "retry_attempts": 0,
+        "retry_attempt_times": None,
+        **suspend.fields,
+    }
     if suspend.status == Status.AWAITING_APPROVAL:
         position = fields.pop("approval_position")
         left = gates.release_awaiting(lease, position, **fields, **_progress(context))

@@ -436,6 +436,7 @@ def _copy_step(step: Step, child: RunRecord) -> Step:
         error=step.error,
         secrets=step.secrets,
         attempts=step.attempts,
+        attempt_times=step.attempt_times,
         started_at=step.started_at,
         finished_at=step.finished_at,
         schema_version=step.schema_version,

@@ -361,7 +361,7 @@ def load_effects(run_id: str) -> dict[int, Effect]:
 
 _STEP_COLUMNS = (
     "run_id, position, step_id, kind, name, tool, fingerprint, input, result, error, secrets, "
-    "attempts, started_at, finished_at, schema_version, lease_number, executed_by"
+    "attempts, started_at, finished_at, schema_version, lease_number, executed_by, attempt_times"
 )
 _EFFECT_COLUMNS = (
     "run_id, position, idempotency_key, tool, tool_kind, fingerprint, args, secrets, state, "
@@ -387,7 +387,9 @@ def _commit_step_sql(vendor: str) -> str:
     return (
         f"INSERT INTO durableruns_step ({_STEP_COLUMNS}) "
         f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, %s, "
-        f"%s, %s, %s, %s, leases_taken, lease_owner {_fence_guard()}{lock}"
+        f"%s, %s, %s, %s, leases_taken, lease_owner, "
+        # The failed attempts' times move from the run row in the same fenced statement.
+        f"CASE WHEN retry_position = %s THEN retry_attempt_times END {_fence_guard()}{lock}"
     )
 
 
@@ -493,6 +495,7 @@ def commit_step(lease: Lease, outcome: StepOutcome) -> None:
         adapt_time(outcome.started_at),
         adapt_time(outcome.finished_at),
         CHECKPOINT_SCHEMA_VERSION,
+        outcome.position,
         lease.run_id,
         lease.fence,
         lease.owner,

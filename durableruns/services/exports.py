@@ -38,6 +38,7 @@ _RUN_FIELDS = (
     "tokens_out",
     "retry_position",
     "retry_attempts",
+    "retry_attempt_times",
     "last_error",
     "secrets",  # ciphertext: an import under the same keys can still replay
 )
@@ -53,6 +54,7 @@ _STEP_FIELDS = (
     "error",
     "secrets",
     "attempts",
+    "attempt_times",
     "schema_version",
 )
 _APPROVAL_FIELDS = (
@@ -280,6 +282,7 @@ def _run_record(run: Mapping[str, Any]) -> Run:
         fence=int(run.get("fence") or 0),
         retry_position=run.get("retry_position"),
         retry_attempts=int(run.get("retry_attempts") or 0),
+        retry_attempt_times=_attempt_times(run, "retry_attempt_times", "run"),
         started_at=_time(run, "started_at", "run", required=False),
         finished_at=_time(run, "finished_at", "run", required=False),
         redacted_at=_time(run, "redacted_at", "run", required=False),
@@ -292,6 +295,17 @@ def _secrets(obj: Mapping[str, Any], where: str) -> str:
     value = obj.get("secrets") or ""
     if not isinstance(value, str):
         raise ExportError(f"{where}: field 'secrets' must be str")
+    return value
+
+
+def _attempt_times(obj: Mapping[str, Any], name: str, where: str) -> Any:
+    """Failed attempts' [[started, finished], ...]; absent in documents from before them."""
+    value = obj.get(name)
+    pairs = value if isinstance(value, list) else [None]
+    if value is not None and not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(t, str) for t in p) for p in pairs
+    ):
+        raise ExportError(f"{where}: field {name!r} must be a list of [started, finished]")
     return value
 
 
@@ -309,6 +323,7 @@ def _step_record(step: Mapping[str, Any], run: Run) -> Step:
         error=step.get("error"),
         secrets=_secrets(step, "step"),
         attempts=int(step.get("attempts") or 1),
+        attempt_times=_attempt_times(step, "attempt_times", "step"),
         started_at=_time(step, "started_at", "step"),
         finished_at=_time(step, "finished_at", "step"),
         schema_version=int(step.get("schema_version") or 0),

@@ -1,8 +1,9 @@
 """A trace-style timeline of a run: one row per step, on a shared time axis.
 
-Each row's bar has two parts: the wait before the step started (queued for a
-worker, a retry's backoff, or earlier failed attempts, which the ledger does not
-time one by one) and the step's own execution. The axis spans this run only: a
+Each row's bar has up to three parts: the wait before the step started (queued for
+a worker, or a retry's backoff), each earlier failed attempt as its own segment (their
+times are in Step.attempt_times; rows from before them show only the wait) and the
+recorded attempt's execution. The axis spans this run only: a
 fork's steps copied from its parent are listed but kept off the axis, since they
 ran in the parent's time. Positions are percentages of the plot's width, which an
 SVG understands as attribute values, so no inline style is needed (CSP).
@@ -32,6 +33,7 @@ class Bar:
     run_x: str
     run_width: str
     title: str
+    failed: list[tuple[str, str]]  # (x, width) of each failed attempt, in order
 
 
 @dataclass
@@ -96,12 +98,14 @@ def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = 
         wait = max((step.started_at - previous_end).total_seconds(), 0.0)
         ran = max((step.finished_at - step.started_at).total_seconds(), 0.0)
         start = (step.started_at - origin).total_seconds()
+        attempts = _attempts(step.attempt_times, origin)
         step.bar = Bar(
             wait_x=f"{_pct(start - wait, total):.2f}%",
             wait_width=f"{_pct(wait, total):.2f}%",
             run_x=f"{_pct(start, total):.3f}%",
             run_width=f"{max(_pct(ran, total), 0.1):.3f}%",
-            title=_title(step, wait, ran, start),
+            title=_title(step, wait, ran, start, attempts),
+            failed=_segments(attempts, total),
         )
         step.wait_text = duration_text(wait)
         step.ran_text = duration_text(ran)
@@ -115,12 +119,50 @@ def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = 
     }
 
 
-def _title(step: Any, wait: float, ran: float, start: float) -> str:
-    waited = f"waited {duration_text(wait)}"
-    if step.attempts > 1:
-        waited += f" (including {step.attempts - 1} failed attempt(s) and their backoff)"
+def _attempts(times: Any, origin: datetime) -> list[tuple[float, float]]:
+    """(start, length) in seconds from `origin` of each failed attempt that has readable
+    times; anything else in the JSON (an imported or hand-edited row) is left out."""
+    found = []
+    for pair in times if isinstance(times, list) else []:
+        try:
+            started, finished = (datetime.fromisoformat(t) for t in pair)
+            start = (started - origin).total_seconds()
+            found.append((start, max((finished - started).total_seconds(), 0.0)))
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
+def _segments(attempts: list[tuple[float, float]], total: float) -> list[tuple[str, str]]:
+    return [
+        (f"{_pct(start, total):.3f}%", f"{max(_pct(length, total), 0.1):.3f}%")
+        for start, length in attempts
+    ]
+
+
+def _attempts_text(attempts: list[tuple[float, float]], last_failed: int) -> str:
+    """Numbered back from the last failed attempt: a retry under way at an upgrade has
+    times for its later attempts only."""
+    first = max(last_failed - len(attempts) + 1, 1)
+    return "; ".join(
+        f"attempt {n} failed after {duration_text(length)} at +{duration_text(start)}"
+        for n, (start, length) in enumerate(attempts, first)
+    )
+
+
+def _title(
+    step: Any, wait: float, ran: float, start: float, attempts: list[tuple[float, float]]
+) -> str:
     ran_text = f"ran {duration_text(ran)} from +{duration_text(start)}"
-    return f"#{step.position} {step.kind} {step.name}: {waited}, {ran_text}"
+    label = f"#{step.position} {step.kind} {step.name}"
+    if attempts:
+        last = f"attempt {step.attempts} {ran_text}"
+        failed = _attempts_text(attempts, step.attempts - 1)
+        return f"{label}: waited {duration_text(wait)}; {failed}; {last}"
+    waited = f"waited {duration_text(wait)}"
+    if step.attempts > 1:  # a row from before attempt times were kept
+        waited += f" (including {step.attempts - 1} failed attempt(s) and their backoff)"
+    return f"{label}: {waited}, {ran_text}"
 
 
 def pending_bar(record: Any, axis: dict) -> Bar | None:
@@ -130,12 +172,15 @@ def pending_bar(record: Any, axis: dict) -> Bar | None:
     origin, total = axis["origin"], axis["total_seconds"]
     since = (axis["last_end"] - origin).total_seconds()
     due = (record.wake_at - origin).total_seconds()
+    attempts = _attempts(record.retry_attempt_times, origin)
+    title = f"next attempt at +{duration_text(due)}"
     return Bar(
         wait_x=f"{_pct(since, total):.2f}%",
         wait_width=f"{_pct(max(due - since, 0.0), total):.2f}%",
         run_x=f"{_pct(due, total):.2f}%",
         run_width="0.4%",
-        title=f"next attempt at +{duration_text(due)}",
+        title=f"{_attempts_text(attempts, record.retry_attempts)}; {title}" if attempts else title,
+        failed=_segments(attempts, total),
     )
 
 
@@ -151,8 +196,9 @@ STEP_ROW = (
 BAR = (
     '<svg class="bar" width="100%" height="12" role="img" aria-label="{title}"><title>{title}'
     '</title><rect class="wait{retried}" x="{wait_x}" width="{wait_width}" y="3" height="6"/>'
-    '<rect class="ran" x="{run_x}" width="{run_width}" y="0" height="12"/></svg>'
+    '{failed}<rect class="ran" x="{run_x}" width="{run_width}" y="0" height="12"/></svg>'
 )
+FAILED_ATTEMPT = '<rect class="attempt-failed" x="{}" width="{}" y="1" height="10"/>'
 
 
 def step_rows(steps: list[Any], step_url: str) -> SafeString:
@@ -170,6 +216,7 @@ def step_rows(steps: list[Any], step_url: str) -> SafeString:
                 wait_width=bar.wait_width,
                 run_x=bar.run_x,
                 run_width=bar.run_width,
+                failed="".join(FAILED_ATTEMPT.format(x, width) for x, width in bar.failed),
             )
             if bar
             else '<span class="bar-none"></span>'

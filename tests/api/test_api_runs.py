@@ -221,3 +221,64 @@ def test_a_page_costs_the_same_queries_for_few_or_many_rows(carol, path, django_
     with django_assert_num_queries(len(few.captured_queries)):
         page = client.get(path).json()
     assert len(page["results"]) >= 10
+
+
+def test_it_forks_with_an_edited_input_and_output_and_audits_both(bob, recorded):
+    response = client_for(bob).post(
+        "/api/runs/recorded/fork/",
+        {"position": 1, "input": {"text": "bye"}, "output": {"edited": True}},
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    child = Run.objects.get(pk=response.json()["id"])
+    assert child.input == {"text": "bye"}
+    assert child.steps.get(position=0).result == {"edited": True}
+    assert recorded.steps.get(position=0).result != {"edited": True}  # the parent is untouched
+    event = AuditEvent.objects.get(action="run.fork", target_id="recorded")
+    assert (event.before["input"], event.after["input"]) == ({"text": "hi"}, {"text": "bye"})
+    assert event.after["output"] == {"step": 0, "result": {"edited": True}}
+
+
+def test_an_edited_null_output_is_an_edit_and_an_absent_one_keeps_the_record(bob, recorded):
+    client = client_for(bob)
+    kept = client.post(
+        "/api/runs/recorded/fork/", {"position": 1}, content_type="application/json"
+    ).json()
+    nulled = client.post(
+        "/api/runs/recorded/fork/", {"position": 1, "output": None}, content_type="application/json"
+    ).json()
+    recorded_result = recorded.steps.get(position=0).result
+    assert Run.objects.get(pk=kept["id"]).steps.get(position=0).result == recorded_result
+    assert Run.objects.get(pk=nulled["id"]).steps.get(position=0).result is None
+
+
+HOSTILE_FORKS = [
+    ('{"position": 1, "input": {"text": "a\\u0000b"}}', "NUL"),
+    ('{"position": 1, "output": "\\ud800"}', "surrogate"),
+    ('{"position": 1, "input": {"x": ' + "[" * 200 + "]" * 200 + "}}", "nested deeper"),
+    ('{"position": 1, "input": [1, 2]}', "input"),
+    ('{"position": 1, "input": "text"}', "input"),
+    ('{"position": 0, "output": {"a": 1}}', "no reused step"),
+]
+
+
+@pytest.mark.parametrize(("body", "says"), HOSTILE_FORKS)
+def test_it_refuses_a_hostile_edited_fork_with_a_400_and_writes_nothing(bob, recorded, body, says):
+    response = client_for(bob).post(
+        "/api/runs/recorded/fork/", body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert says.lower() in response.content.decode().lower()
+    assert Run.objects.filter(parent=recorded).count() == 0
+    assert not AuditEvent.objects.filter(action="run.fork").exists()
+
+
+def test_it_refuses_an_oversize_edited_input_or_output(bob, recorded, settings):
+    settings.DURABLERUNS_MAX_PAYLOAD_BYTES = 1000
+    client = client_for(bob)
+    for field in ("input", "output"):
+        body = {"position": 1, field: {"text": "x" * 2000}}
+        response = client.post("/api/runs/recorded/fork/", body, content_type="application/json")
+        assert response.status_code == 400, response.content
+        assert "cannot be stored" in response.json()["detail"]
+    assert Run.objects.filter(parent=recorded).count() == 0

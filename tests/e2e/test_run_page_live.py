@@ -92,6 +92,8 @@ def test_a_retrying_step_shows_its_attempt_and_next_retry(page, processes, live_
     assert page.locator("#next-retry").get_attribute("datetime")
     expect(page.locator("#pending-error")).to_contain_text("the provider timed out")
     expect(page.locator("#step-pending")).to_be_visible()
+    # Each failed attempt is its own segment on the pending row's bar, timed by the engine.
+    expect(page.locator("#step-pending rect.attempt-failed").first).to_be_attached()
 
 
 def test_an_escalated_run_links_to_its_resolution(page, processes, live_server, bob, crash_dir):

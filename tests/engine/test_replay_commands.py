@@ -139,3 +139,22 @@ def test_an_imported_queued_run_waits_for_an_operator(provider_url, tmp_path):
     (tmp_path / "running.json").write_text(json.dumps(doc))
     call_command("importrun", str(tmp_path / "running.json"), stdout=StringIO())
     assert Run.objects.get(pk="recorded").status == Run.Status.WAITING
+
+
+def test_failed_attempt_times_travel_with_an_export_and_bad_ones_are_refused(
+    provider_url, tmp_path
+):
+    doc = _export(finished_run().id, tmp_path / "run.json")
+    times = [["2026-12-01T07:00:00+00:00", "2026-12-01T07:00:01+00:00"]]
+    doc["steps"][1]["attempt_times"] = times
+    _flush()
+    (tmp_path / "timed.json").write_text(json.dumps(doc))
+    call_command("importrun", str(tmp_path / "timed.json"), stdout=StringIO())
+    assert Step.objects.get(run_id="recorded", position=1).attempt_times == times
+    assert _export("recorded", tmp_path / "again.json")["steps"][1]["attempt_times"] == times
+    _flush()
+    doc["steps"][1]["attempt_times"] = [["2026-12-01T07:00:00+00:00"], 5]
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(CommandError, match="attempt_times"):
+        call_command("importrun", str(tmp_path / "bad.json"), stdout=StringIO())
+    assert not Run.objects.exists()

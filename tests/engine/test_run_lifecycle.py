@@ -67,10 +67,25 @@ def test_it_retries_transient_failures_with_backoff_and_then_succeeds(drive):
     assert waiting.status == Run.Status.WAITING
     assert waiting.wake_at is not None and waiting.retry_attempts == 1
     assert waiting.last_error["type"] == "TransientError"
+    assert len(waiting.retry_attempt_times) == 1
     run = drive("f1")
     assert run.status == Run.Status.SUCCEEDED
-    assert Step.objects.get(run=run).attempts == 3
+    step = Step.objects.get(run=run)
+    assert step.attempts == 3
     assert CALLS["flaky"] == 3
+    _assert_timed_attempts(step, failed=2)
+    assert run.retry_attempt_times is None  # cleared with the retry counter
+
+
+def _assert_timed_attempts(step: Step, *, failed: int) -> None:
+    """Each failed attempt has its own [start, end], in order, before the last attempt."""
+    from datetime import datetime
+
+    times = [[datetime.fromisoformat(t) for t in pair] for pair in step.attempt_times]
+    assert len(times) == failed
+    ends = [step.started_at]
+    for (started, finished), (next_start, *_) in zip(times, [*times[1:], ends], strict=True):
+        assert started <= finished <= next_start
 
 
 def test_it_bounds_transient_retries_and_fails_with_the_last_error(drive, settings):
@@ -79,6 +94,7 @@ def test_it_bounds_transient_retries_and_fails_with_the_last_error(drive, settin
     run = drive("f2")
     assert run.status == Run.Status.FAILED
     assert CALLS["flaky"] == 3
+    _assert_timed_attempts(Step.objects.get(run=run), failed=2)
     assert run.error["type"] == "RetriesExhausted"
     assert "gave up after 3 attempts" in run.error["message"]
 

@@ -188,6 +188,70 @@ def test_it_draws_one_bar_per_step_on_a_shared_axis(client, alice, finished):
     assert ">30 s<" in axis and "ms" not in axis
 
 
+def _at(ms: float) -> str:
+    return (T0 + timedelta(milliseconds=ms)).isoformat()
+
+
+def test_a_retried_steps_bar_shows_each_attempt_as_a_segment(client, alice):
+    run = make_run("retried", started_at=T0, finished_at=T0 + timedelta(seconds=10))
+    make_step(run, 0, duration_ms=1000)
+    # Attempt 1 ran 1-2 s and failed, attempt 2 ran 4-6 s and failed, attempt 3 ran 8-9 s.
+    times = [[_at(1000), _at(2000)], [_at(4000), _at(6000)]]
+    make_step(run, 1, start_ms=8000, duration_ms=1000, attempts=3, attempt_times=times)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    row = re.search(r'<li class="step[^"]*" id="step-1">.*?</li>', body, re.S).group(0)
+    failed = re.findall(r'<rect class="attempt-failed" x="([\d.]+)%" width="([\d.]+)%"', row)
+    assert [(float(x), float(w)) for x, w in failed] == [(10.0, 10.0), (40.0, 20.0)]
+    assert _bars(row) == [(80.0, 10.0)]  # the last attempt, after the failed ones
+    assert "attempt 1 failed after 1.0 s at +1.0 s" in row
+    assert "attempt 2 failed after 2.0 s at +4.0 s" in row
+    first = re.search(r'<li class="step[^"]*" id="step-0">.*?</li>', body, re.S).group(0)
+    assert "attempt-failed" not in first
+
+
+def test_attempts_are_numbered_back_from_the_recorded_one(client, alice):
+    """A retry under way when attempt times came in has times for its later attempts only."""
+    run = make_run("upgraded", started_at=T0, finished_at=T0 + timedelta(seconds=10))
+    times = [[_at(4000), _at(6000)]]  # attempt 3 of 4; attempts 1 and 2 were not timed
+    make_step(run, 0, start_ms=8000, duration_ms=1000, attempts=4, attempt_times=times)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert "attempt 3 failed after 2.0 s at +4.0 s; attempt 4 ran" in body
+
+
+def test_unreadable_attempt_times_draw_no_segments_and_no_error(client, alice):
+    run = make_run("odd-times", started_at=T0, finished_at=T0 + timedelta(seconds=10))
+    odd = [["not a time", _at(1)], "x", [_at(1)], None]
+    make_step(run, 0, start_ms=5000, duration_ms=1000, attempts=5, attempt_times=odd)
+    client.force_login(alice)
+    response = client.get(_url(run))
+    assert response.status_code == 200
+    assert "attempt-failed" not in response.content.decode()
+
+
+def test_a_pending_retry_shows_its_failed_attempts_as_segments(client, alice):
+    started = timezone.now() - timedelta(seconds=10)
+    run = make_run(
+        "pending-retry",
+        status=Run.Status.WAITING,
+        started_at=started,
+        retry_position=1,
+        retry_attempts=2,
+        retry_attempt_times=[
+            [(started + timedelta(seconds=s)).isoformat() for s in pair]
+            for pair in ((2, 3), (5, 7))
+        ],
+        last_error={"message": "provider timed out"},
+        wake_at=timezone.now() + timedelta(seconds=10),
+    )
+    make_step(run, 0, start_ms=0, duration_ms=1000)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    pending = re.search(r'id="step-pending".*?</li>', body, re.S).group(0)
+    assert len(re.findall(r'<rect class="attempt-failed"', pending)) == 2
+
+
 def test_a_forks_axis_spans_the_fork_only(client, alice):
     parent = make_run("old-parent", started_at=T0, finished_at=T0 + timedelta(days=3))
     make_step(parent, 0, duration_ms=1000)

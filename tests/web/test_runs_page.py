@@ -6,10 +6,12 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from durableruns.models import Run
-from durableruns.web import views
+from durableruns.web import keyset, views
+from durableruns.web.filters import RunFilters
 from tests.web.dashboard import T0, make_effect, make_run
 
 pytestmark = pytest.mark.django_db
@@ -317,3 +319,42 @@ def test_counts_under_a_search_are_bounded_and_marked_as_lower_bounds(client, bo
     assert '<strong data-status-count="failed">3+</strong>' in body
     exact = client.get(URL, {"q": "other"}).content.decode()
     assert '<strong data-status-count="failed">1</strong>' in exact
+
+
+def _plan(queryset) -> str:
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_a_common_error_text_walks_the_newest_runs_and_a_rare_one_the_trigrams():
+    """The planner knows how many runs an error text matches (0010_error_statistics):
+    a common text pages down the run_created index and stops at the page's last match,
+    instead of fetching and sorting every match; a rare one still uses the trigrams."""
+    declined = {"type": "PermanentError", "message": "card declined"}
+    Run.objects.bulk_create(
+        Run(
+            id=f"gen-{i:06d}",
+            agent="refund-bot",
+            agent_version="1",
+            input={},
+            status=Run.Status.FAILED if i % 20 == 0 else Run.Status.SUCCEEDED,
+            error=({**declined, "message": f"card declined A-{i}"} if i % 20 == 0 else None),
+            max_steps=20,
+            max_duration_seconds=60,
+            created_at=T0 + timedelta(seconds=i),
+        )
+        for i in range(50_000)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE durableruns_run")
+
+    def page(text: str) -> str:
+        filtered = RunFilters(error=text).apply(Run.objects.all())
+        return _plan(keyset.runs_after(filtered, None)[: views.PAGE_SIZE + 1])
+
+    common = page("declined")
+    assert "run_created" in common and "run_error_message" not in common, common
+    rare = page("A-4242")
+    assert "run_error_message" in rare, rare
