@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 from .errors import SerializationError
 
 MAX_KEY_LENGTH = 255
@@ -28,12 +30,33 @@ def too_deep() -> SerializationError:
 
 def canonical_json(value: Any, *, limit: int | None = None) -> str:
     """Serialise with sorted keys and no whitespace; reject what JSON cannot carry."""
+    text = parsed_json(value)[0]
+    if limit is not None and len(text) > limit // 4 and (size := len(text.encode())) > limit:
+        raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
+    return text
+
+
+def parsed_json(value: Any) -> tuple[str, Any]:
+    """(canonical JSON of `value`, a fresh copy of `value` parsed back from it, or None).
+
+    One serialisation serves the fingerprint, the stored text and the caller's copy.
+    orjson writes it when its text is provably the reference's (_fast); otherwise the
+    reference serialiser does, and the copy is None (the caller parses the text)."""
+    fast = _fast(value)
+    if fast is not None:
+        return fast[0].decode(), fast[1]
+    return _reference_json(value), None
+
+
+def _reference_json(value: Any) -> str:
+    """The canonical form: the standard library's JSON with sorted keys, compact
+    separators and raw UTF-8, after _check names what JSON cannot carry."""
     _check(value, 0)
     try:
         text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
-        size = len(text.encode())
+        text.encode()  # json.dumps writes a lone surrogate as it is: refuse it here
     except UnicodeEncodeError as exc:
         bad = exc.object[exc.start : exc.end]
         raise SerializationError(
@@ -41,9 +64,65 @@ def canonical_json(value: Any, *, limit: int | None = None) -> str:
         ) from None
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"not JSON-serialisable: {exc}") from None
-    if limit is not None and size > limit:
-        raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
     return text
+
+
+# orjson, held to the reference: every type it would turn into something the reference
+# refuses or writes otherwise goes to `default` (none given: an error, and the
+# reference takes over). Subclasses of str/int/dict/list go there too.
+_ORJSON = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+_ORJSON_DEPTH = 254  # the most containers orjson nests before it refuses
+_DIGITS = frozenset(b"0123456789")
+
+
+def _fast(value: Any) -> tuple[bytes, Any] | None:
+    """orjson's text of `value` and its parse, when that text is the reference's.
+
+    It is not when orjson refuses (non-str keys, integers beyond 64 bits, lone
+    surrogates, other types: the reference then gives its own error or text), when a
+    float would be written in exponent form or as 0.0000x (orjson writes 1e-5 as
+    0.00001 and 1e-06 as 1e-6; every other finite float exactly as repr() does), or
+    when parsing the text back does not give an equal value: NaN and infinities
+    (orjson writes null), tuples, UUIDs and enums (which the reference refuses). Depth
+    is held to MAX_DEPTH by orjson's own limit: nested in _ORJSON_DEPTH - MAX_DEPTH
+    lists, a deeper value makes orjson refuse."""
+    try:
+        data = orjson.dumps(value, option=_ORJSON)
+        if len(data) > 2 * MAX_DEPTH and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+            padded = value
+            for _ in range(_ORJSON_DEPTH - MAX_DEPTH):
+                padded = [padded]
+            orjson.dumps(padded, option=_ORJSON)
+    except (orjson.JSONEncodeError, RecursionError):
+        return None
+    if _float_may_differ(data):
+        return None
+    parsed = orjson.loads(data)
+    try:
+        same = parsed == value
+    except Exception:  # a foreign __eq__: let the reference decide
+        return None
+    return (data, parsed) if same else None
+
+
+def _float_may_differ(data: bytes) -> bool:
+    """Whether orjson's text may hold a float written otherwise than by repr(): one in
+    exponent form (a digit, then e+ or e-) or below 1e-4 written out (0.0000...).
+    Strings holding such text only send the value to the reference serialiser."""
+    if b"0.0000" in data:
+        return True
+    for marker in (b"e-", b"e+"):
+        at = data.find(marker)
+        while at > 0:
+            if data[at - 1] in _DIGITS:
+                return True
+            at = data.find(marker, at + 2)
+    return False
 
 
 _LEAVES = (str, int, bool, type(None))
@@ -90,7 +169,9 @@ def _check_any(value: Any, depth: int) -> None:
 
 def fingerprint(value: Any) -> str:
     """The first 16 hex digits of the SHA-256 of the canonical JSON."""
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:16]
+    fast = _fast(value)
+    data = fast[0] if fast is not None else _reference_json(value).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def idempotency_key(run_id: str, step_id: str, tool: str, args: dict[str, Any]) -> str:

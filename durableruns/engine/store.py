@@ -42,7 +42,7 @@ from django.utils import timezone
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints, doorbell, vault
 from .errors import LeaseLost, SerializationError, StoreUnavailable
-from .keys import canonical_json, too_deep
+from .keys import canonical_json, parsed_json, too_deep
 from .redaction import current_rules, redact, redact_with
 
 log = logging.getLogger(__name__)
@@ -132,14 +132,16 @@ def seal_fields(
 def normalised_text(value: Any) -> tuple[Any, str]:
     """normalise(value) and its canonical JSON, from one serialisation: the commit
     reuses the text (seal_fields(texts=...)) instead of serialising again."""
-    text = canonical_json(value)
-    return json.loads(text, parse_float=_as_jsonb_reads), text
+    text, parsed = parsed_json(value)
+    if parsed is None:
+        parsed = json.loads(text, parse_float=_as_jsonb_reads)
+    return parsed, text
 
 
 def normalise(value: Any) -> Any:
     """The value exactly as a replay will see it: keys sorted, tuples as lists, and
     numbers as a Postgres jsonb column gives them back (see _as_jsonb_reads)."""
-    return json.loads(canonical_json(value), parse_float=_as_jsonb_reads)
+    return normalised_text(value)[0]
 
 
 def _as_jsonb_reads(text: str) -> float | int:
