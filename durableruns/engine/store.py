@@ -441,9 +441,21 @@ def _execute_hot(sql: str, params: list[Any]) -> int:
             return cursor.rowcount
     db.ensure_connection()
     # Django's cursors bind on the client (and cannot prepare): use psycopg's own.
-    with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
+    with db.wrap_database_errors:
+        cursor = _hot_cursor(db)
         cursor.execute(sql, params, prepare=True)
         return cursor.rowcount
+
+
+def _hot_cursor(db: Any) -> psycopg.Cursor[Any]:
+    """One psycopg cursor per connection, kept for the hot path: a new cursor per step
+    looked its parameter dumpers up again every time (a tenth of a trivial step's CPU).
+    A new connection (Django reconnects after an error or between tasks) gets a new one."""
+    kept = getattr(db, "_durableruns_hot_cursor", None)
+    if kept is None or kept.connection is not db.connection or kept.closed:
+        kept = psycopg.Cursor(db.connection)
+        db._durableruns_hot_cursor = kept
+    return kept
 
 
 def _prepare_disabled(db: Any) -> bool:
