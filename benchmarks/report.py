@@ -438,6 +438,7 @@ def _step_md(r: dict[str, Any]) -> list[str]:
 
 SIZE_LABELS = {
     "floor": "floor: INSERT of a row carrying the payload (orjson), autocommit",
+    "floor_fenced": "the engine's fenced INSERT ... SELECT ... FOR SHARE, bare psycopg, prepared",
     "engine": "**durableruns**: `executor.advance`, between step checkpoints",
     "langgraph": "LangGraph `PostgresSaver.put` of a checkpoint carrying the payload",
 }

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from .common import libpq_url, section_main, setup_django, summary
-from .step_overhead import LangGraph
+from .step_overhead import FencedFloor, LangGraph
 
 STEPS = 100
 
@@ -91,6 +91,34 @@ class Floor:
     def close(self) -> None:
         self.conn.execute("DROP TABLE bench_floor_sized")
         self.conn.close()
+
+
+class SizedFencedFloor(FencedFloor):
+    """The engine's own fenced `INSERT ... SELECT ... FOR SHARE` with the payload, sent
+    bare from psycopg: what the fence costs in the database, without the engine's Python."""
+
+    def round(self, value: Any) -> Stamps:  # type: ignore[override]
+        stamps, text = Stamps(), orjson.dumps(value).decode()
+        for _ in range(STEPS):
+            position = self.position
+            self.position += 1
+            cursor = self.conn.execute(
+                self.sql,
+                [
+                    position,
+                    f"{position}-noop",
+                    "0123456789abcdef",
+                    text,
+                    self.run.id,
+                    1,
+                    "bench-floor",
+                ],
+                prepare=True,
+            )
+            if cursor.rowcount != 1:
+                raise RuntimeError("the fenced floor's fence check failed")
+            stamps.take()
+        return stamps
 
 
 class Engine:
@@ -160,17 +188,24 @@ def measure_steps(quick: bool) -> dict[str, Any]:
     url = setup_django("_sizes")
     rounds = 3 if quick else 8
     floor, engine = Floor(libpq_url(url)), Engine()
+    fenced = SizedFencedFloor(libpq_url(url))
     try:
         langgraph: Any = SizedLangGraph()
     except Exception as exc:
         langgraph = f"not measured: {type(exc).__name__}: {exc}"
     results: dict[str, Any] = {}
     for label, value in SIZES.items():
-        samples: dict[str, list[float]] = {"floor": [], "engine": [], "langgraph": []}
+        samples: dict[str, list[float]] = {
+            "floor": [],
+            "floor_fenced": [],
+            "engine": [],
+            "langgraph": [],
+        }
         cpu: dict[str, list[float]] = {name: [] for name in samples}
         engine.round(value)  # warm
         for _ in range(rounds):
             _record(samples["floor"], cpu["floor"], floor.round(value))
+            _record(samples["floor_fenced"], cpu["floor_fenced"], fenced.round(value))
             _record(samples["engine"], cpu["engine"], engine.round(value))
             if not isinstance(langgraph, str):
                 langgraph.value = value
@@ -189,6 +224,7 @@ def measure_steps(quick: bool) -> dict[str, Any]:
             },
         }
     floor.close()
+    fenced.close()
     engine.close()
     if not isinstance(langgraph, str):
         langgraph.close()

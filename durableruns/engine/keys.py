@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from typing import Any
 
 import orjson
+import re2
 
 from .errors import SerializationError
 
@@ -77,7 +79,13 @@ _ORJSON = (
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
 _ORJSON_DEPTH = 254  # the most containers orjson nests before it refuses
-_DIGITS = frozenset(b"0123456789")
+_PAD = _ORJSON_DEPTH - MAX_DEPTH
+# A float orjson may write otherwise than repr(): in exponent form, or below 1e-4
+# written out (orjson writes 1e-5 as 0.00001, 1e-06 as 1e-6; every other finite float
+# exactly as repr() does). Text in strings that looks like one only costs the fast path.
+# RE2 scans a long text fastest; the substring tests spare short ones its call.
+_EXPONENT = re2.compile(rb"[0-9]e[-+]")
+_padding = threading.local()
 
 
 def _fast(value: Any) -> tuple[bytes, Any] | None:
@@ -85,22 +93,20 @@ def _fast(value: Any) -> tuple[bytes, Any] | None:
 
     It is not when orjson refuses (non-str keys, integers beyond 64 bits, lone
     surrogates, other types: the reference then gives its own error or text), when a
-    float would be written in exponent form or as 0.0000x (orjson writes 1e-5 as
-    0.00001 and 1e-06 as 1e-6; every other finite float exactly as repr() does), or
-    when parsing the text back does not give an equal value: NaN and infinities
-    (orjson writes null), tuples, UUIDs and enums (which the reference refuses). Depth
-    is held to MAX_DEPTH by orjson's own limit: nested in _ORJSON_DEPTH - MAX_DEPTH
-    lists, a deeper value makes orjson refuse."""
+    float may be written otherwise (see _EXPONENT), or when parsing the text back
+    does not give an equal value: NaN and infinities (orjson writes null), tuples,
+    UUIDs and enums (which the reference refuses). Depth is held to MAX_DEPTH by
+    orjson's own limit: the value is serialised inside _PAD nested lists, so a deeper
+    value makes orjson refuse."""
+    outer, inner = _pad()
+    inner[0] = value
     try:
-        data = orjson.dumps(value, option=_ORJSON)
-        if len(data) > 2 * MAX_DEPTH and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
-            padded = value
-            for _ in range(_ORJSON_DEPTH - MAX_DEPTH):
-                padded = [padded]
-            orjson.dumps(padded, option=_ORJSON)
+        data = orjson.dumps(outer, option=_ORJSON)[_PAD:-_PAD]
     except (orjson.JSONEncodeError, RecursionError):
         return None
-    if _float_may_differ(data):
+    finally:
+        inner[0] = None
+    if b"0.0000" in data or (b"e" in data and _EXPONENT.search(data)):
         return None
     parsed = orjson.loads(data)
     try:
@@ -110,19 +116,16 @@ def _fast(value: Any) -> tuple[bytes, Any] | None:
     return (data, parsed) if same else None
 
 
-def _float_may_differ(data: bytes) -> bool:
-    """Whether orjson's text may hold a float written otherwise than by repr(): one in
-    exponent form (a digit, then e+ or e-) or below 1e-4 written out (0.0000...).
-    Strings holding such text only send the value to the reference serialiser."""
-    if b"0.0000" in data:
-        return True
-    for marker in (b"e-", b"e+"):
-        at = data.find(marker)
-        while at > 0:
-            if data[at - 1] in _DIGITS:
-                return True
-            at = data.find(marker, at + 2)
-    return False
+def _pad() -> tuple[list[Any], list[Any]]:
+    """This thread's _PAD nested lists (built once): the outermost and the innermost."""
+    kept = getattr(_padding, "lists", None)
+    if kept is None:
+        inner: list[Any] = [None]
+        outer = inner
+        for _ in range(_PAD - 1):
+            outer = [outer]
+        kept = _padding.lists = (outer, inner)
+    return kept
 
 
 _LEAVES = (str, int, bool, type(None))
