@@ -442,9 +442,9 @@ def _execute_hot(sql: str, params: list[Any]) -> int:
     db.ensure_connection()
     # Django's cursors bind on the client (and cannot prepare): use psycopg's own.
     with db.wrap_database_errors:
-        cursor = _hot_cursor(db)
-        cursor.execute(sql, params, prepare=True)
-        return cursor.rowcount
+        hot = _hot_cursor(db)
+        hot.execute(sql, params, prepare=True)
+        return hot.rowcount
 
 
 def _hot_cursor(db: Any) -> psycopg.Cursor[Any]:
