@@ -20,6 +20,7 @@ from .common import ROOT
 
 SECTIONS = (
     "step_overhead",
+    "step_sizes",
     "throughput",
     "recovery",
     "approval",

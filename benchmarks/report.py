@@ -13,9 +13,14 @@ from typing import Any
 from .common import REDIS_URL, ROOT, admin_connect
 
 ANALYSIS = Path(__file__).with_name("ANALYSIS.md")
-PACKAGES = ("django", "celery", "psycopg", "dbos", "langgraph-checkpoint-postgres")
+PACKAGES = ("django", "celery", "psycopg", "orjson", "dbos", "langgraph-checkpoint-postgres")
 PAGE_TARGET_MS = 100.0
 STEP_TARGET_RATIO = 1.5
+# Issue 11: per-step cost by result size, as a multiple of a floor row of the same payload.
+SIZE_TARGET_RATIO = {"trivial": 1.25, "2KB": 1.5, "20KB": 1.5}
+REDACTION_TARGET_MS = 50.0
+REDACTION_LINEAR_RATIO = 15.0  # 10x the text may cost at most this many times more
+REDACTION_LENGTHS = (10_000, 100_000)  # benchmarks.step_sizes measures these and between
 APPROVAL_TARGET_S = 1.0
 MEMORY_TARGET_PCT = 10.0
 
@@ -126,6 +131,19 @@ def _lines(name: str, r: dict[str, Any]) -> list[str]:
             f"{v['ratio_to_floor']:.2f}x floor"
             for s, v in r["systems"].items()
         ]
+    if name == "step_sizes":
+        lines = [
+            f"{size:8} {system:10} median {v['median']:.3f} ms  p95 {v['p95']:.3f} ms  "
+            f"{v['ratio_to_floor']:.2f}x floor  CPU {v['cpu_ms_per_step']:.3f} ms/step"
+            for size, row in r["sizes"].items()
+            for system, v in row.items()
+            if isinstance(v, dict)
+        ]
+        lines += [
+            f"redaction {shape:18} " + " / ".join(f"{ms:.2f}" for ms in row.values()) + " ms"
+            for shape, row in r["redaction_ms"].items()
+        ]
+        return lines
     if name == "throughput":
         return [
             f"{c['processes']} worker(s): {c['steps_per_s']:.0f} steps/s, "
@@ -201,6 +219,7 @@ def render(
     out += [f"| {t} | {m} | {ok} |" for t, m, ok in targets(results)]
     for name, title in (
         ("step_overhead", "1. Per-step checkpoint overhead"),
+        ("step_sizes", "1b. Per-step cost by result size; redaction time"),
         ("throughput", "2. Throughput"),
         ("recovery", "3. Recovery after SIGKILL"),
         ("approval", "4. Approval to resume"),
@@ -245,6 +264,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             )
     else:
         rows.append(("per-step overhead", "not measured", _ok(None)))
+    rows += _size_targets(results.get("step_sizes", {}))
     rec = results.get("recovery", {})
     if "recovery_s" in rec:
         p95 = rec["recovery_s"]["p95"]
@@ -291,6 +311,54 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _size_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Issue 11's write-path targets: each size against its floor and LangGraph's put,
+    and redaction's time on adversarial text."""
+    if "sizes" not in r:
+        return [("per-step cost by result size", "not measured", _ok(None))]
+    rows = []
+    for size, row in r["sizes"].items():
+        engine, limit = row["engine"], SIZE_TARGET_RATIO[size]
+        rows.append(
+            (
+                f"{size} result ({row['bytes']:,} B): <= {limit}x its floor",
+                f"{engine['ratio_to_floor']:.2f}x ({engine['median']:.3f} ms)",
+                _ok(engine["ratio_to_floor"] <= limit),
+            )
+        )
+        if "langgraph" in row:
+            put = row["langgraph"]["median"]
+            rows.append(
+                (
+                    f"{size} result: below LangGraph PostgresSaver.put",
+                    f"{engine['median']:.3f} ms vs {put:.3f} ms",
+                    _ok(engine["median"] < put),
+                )
+            )
+        else:
+            rows.append((f"{size} result: below LangGraph put", "not measured", _ok(None)))
+    worst = max(max(row.values()) for row in r["redaction_ms"].values())
+    rows.append(
+        (
+            f"redaction of 100,000 adversarial characters < {REDACTION_TARGET_MS:.0f} ms each",
+            f"slowest {worst:.2f} ms",
+            _ok(worst < REDACTION_TARGET_MS),
+        )
+    )
+    growth = {
+        shape: row[str(REDACTION_LENGTHS[-1])] / max(row[str(REDACTION_LENGTHS[0])], 1e-6)
+        for shape, row in r["redaction_ms"].items()
+    }
+    rows.append(
+        (
+            f"redaction linear: 10x the text costs <= {REDACTION_LINEAR_RATIO:.0f}x",
+            ", ".join(f"{shape} {g:.1f}x" for shape, g in growth.items()),
+            _ok(max(growth.values()) <= REDACTION_LINEAR_RATIO),
+        )
+    )
+    return rows
+
+
 def _query_constancy(pages: dict[str, Any]) -> list[tuple[str, str, str]]:
     """Query counts that must not depend on which page, or on how big the run is."""
     groups = {
@@ -325,6 +393,7 @@ def _section_md(name: str, r: dict[str, Any]) -> list[str]:
         return [f"Not measured: {r['not_measured']}."]
     return {
         "step_overhead": _step_md,
+        "step_sizes": _sizes_md,
         "throughput": _throughput_md,
         "recovery": _recovery_md,
         "approval": _approval_md,
@@ -362,6 +431,47 @@ def _step_md(r: dict[str, Any]) -> list[str]:
         )
     for key, why in r.get("peers_not_measured", {}).items():
         lines.append(f"| {key} | {why} | | | | |")
+    return lines
+
+
+SIZE_LABELS = {
+    "floor": "floor: INSERT of a row carrying the payload (orjson), autocommit",
+    "floor_fenced": "the engine's fenced INSERT ... SELECT ... FOR SHARE, bare psycopg, prepared",
+    "engine": "**durableruns**: `executor.advance`, between step checkpoints",
+    "langgraph": "LangGraph `PostgresSaver.put` of a checkpoint carrying the payload",
+}
+
+
+def _sizes_md(r: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{r['rounds']} interleaved rounds of {r['steps_per_round']} steps per system and "
+        "size, each step returning the same value (`python -m benchmarks.step_sizes`). A "
+        "step's time is the interval between consecutive step completions; client CPU is "
+        "the calling thread's CPU time over those same intervals.",
+        "",
+        "| result | system | median ms | p95 ms | median / floor | client CPU ms/step |",
+        "|---|---|---|---|---|---|",
+    ]
+    for size, row in r["sizes"].items():
+        for key, v in row.items():
+            if isinstance(v, dict):
+                lines.append(
+                    f"| {size} ({row['bytes']:,} B) | {SIZE_LABELS.get(key, key)} | "
+                    f"{v['median']:.3f} | {v['p95']:.3f} | {v['ratio_to_floor']:.2f}x | "
+                    f"{v['cpu_ms_per_step']:.3f} |"
+                )
+    lengths = next(iter(r["redaction_ms"].values())).keys()
+    lines += [
+        "",
+        "Redaction (`redaction.redact_text`, all rules) of adversarial text, ms, best of 3:",
+        "",
+        "| text | " + " | ".join(f"{int(n):,} chars" for n in lengths) + " |",
+        "|---" * (len(lengths) + 1) + "|",
+    ]
+    lines += [
+        f"| `{shape}` | " + " | ".join(f"{ms:.2f}" for ms in row.values()) + " |"
+        for shape, row in r["redaction_ms"].items()
+    ]
     return lines
 
 

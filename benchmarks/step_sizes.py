@@ -3,20 +3,28 @@ carrying the same payload and LangGraph's PostgresSaver.put of the same value, i
 interleaved rounds on one Postgres server; plus redaction's time on adversarial
 text from 10,000 to 100,000 characters (issue 11).
 
-    .venv/bin/python -m benchmarks.step_sizes [--quick]
+    .venv/bin/python -m benchmarks.step_sizes [--quick] [--json FILE]
+
+Every system is timed the same way: a step's time is the interval between
+consecutive step completions (the first step of a round is left out: for the engine
+it includes taking the lease and loading history, which are per task), and its
+client CPU is the calling thread's CPU time over those same intervals. The floor
+serialises the payload with orjson, the fastest correct serialiser at hand, so it is
+the least a checkpoint carrying that payload can cost.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 import uuid
 from typing import Any
 
-from .common import libpq_url, setup_django, summary
-from .step_overhead import LangGraph
+import orjson
+
+from .common import libpq_url, section_main, setup_django, summary
+from .step_overhead import FencedFloor, LangGraph
 
 STEPS = 100
 
@@ -38,6 +46,25 @@ def payload(size: int) -> Any:
 SIZES = {"trivial": payload(0), "2KB": payload(2_000), "20KB": payload(20_000)}
 
 
+class Stamps:
+    """Wall and thread-CPU clocks read at the end of each step of a round."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def take(self) -> None:
+        self.wall.append(time.perf_counter())
+        self.cpu.append(time.thread_time())
+
+    def intervals(self) -> list[float]:
+        """Seconds per step from the second step on."""
+        return [b - a for a, b in zip(self.wall, self.wall[1:], strict=False)]
+
+    def cpu_per_step(self) -> float:
+        return (self.cpu[-1] - self.cpu[0]) / (len(self.cpu) - 1)
+
+
 class Floor:
     def __init__(self, url: str) -> None:
         import psycopg
@@ -50,23 +77,48 @@ class Floor:
             "PRIMARY KEY (run_id, position))"
         )
 
-    def round(self, value: Any) -> list[float]:
-        run_id, times = uuid.uuid4().hex, []
-        last = time.perf_counter()
+    def round(self, value: Any) -> Stamps:
+        run_id, stamps = uuid.uuid4().hex, Stamps()
         for position in range(STEPS):
             self.conn.execute(
                 "INSERT INTO bench_floor_sized VALUES (%s, %s, %s, 'compute', 'payload', "
                 "%s::jsonb, now())",
-                [run_id, position, f"{position}-payload", json.dumps(value)],
+                [run_id, position, f"{position}-payload", orjson.dumps(value).decode()],
             )
-            now = time.perf_counter()
-            times.append(now - last)
-            last = now
-        return times
+            stamps.take()
+        return stamps
 
     def close(self) -> None:
         self.conn.execute("DROP TABLE bench_floor_sized")
         self.conn.close()
+
+
+class SizedFencedFloor(FencedFloor):
+    """The engine's own fenced `INSERT ... SELECT ... FOR SHARE` with the payload, sent
+    bare from psycopg: what the fence costs in the database, without the engine's Python."""
+
+    def round(self, value: Any) -> Stamps:  # type: ignore[override]
+        stamps, text = Stamps(), orjson.dumps(value).decode()
+        for _ in range(STEPS):
+            position = self.position
+            self.position += 1
+            cursor = self.conn.execute(
+                self.sql,
+                [
+                    position,
+                    f"{position}-noop",
+                    "0123456789abcdef",
+                    text,
+                    self.run.id,
+                    1,
+                    "bench-floor",
+                ],
+                prepare=True,
+            )
+            if cursor.rowcount != 1:
+                raise RuntimeError("the fenced floor's fence check failed")
+            stamps.take()
+        return stamps
 
 
 class Engine:
@@ -74,15 +126,15 @@ class Engine:
         from durableruns.engine import store
 
         self.store, self.original = store, store.commit_step
-        self.finished: list[float] = []
+        self.stamps = Stamps()
 
         def timed(lease: Any, outcome: Any) -> None:
             self.original(lease, outcome)
-            self.finished.append(time.perf_counter())
+            self.stamps.take()
 
         store.commit_step = timed
 
-    def round(self, value: Any) -> list[float]:
+    def round(self, value: Any) -> Stamps:
         from django.db.models.functions import Now
 
         from durableruns.engine import executor
@@ -97,11 +149,10 @@ class Engine:
             max_duration_seconds=3600,
             rang_at=Now(),
         )
-        self.finished = []
-        started = time.perf_counter()
-        if executor.advance(run.id) != "succeeded" or len(self.finished) != STEPS:
+        self.stamps = Stamps()
+        if executor.advance(run.id) != "succeeded" or len(self.stamps.wall) != STEPS:
             raise RuntimeError("the engine round did not finish")
-        return [b - a for a, b in zip([started, *self.finished], self.finished, strict=False)][1:]
+        return self.stamps
 
     def close(self) -> None:
         self.store.commit_step = self.original
@@ -110,14 +161,13 @@ class Engine:
 class SizedLangGraph(LangGraph):
     value: Any = None
 
-    def round(self) -> list[float]:
+    def round(self) -> Stamps:  # type: ignore[override]
         from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
         config: dict[str, Any] = {
             "configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}
         }
-        checkpoint, times = empty_checkpoint(), []
-        last = time.perf_counter()
+        checkpoint, stamps = empty_checkpoint(), Stamps()
         for position in range(STEPS):
             checkpoint = create_checkpoint(checkpoint, None, position)
             checkpoint["channel_values"] = {"payload": self.value}
@@ -125,38 +175,41 @@ class SizedLangGraph(LangGraph):
             config = self.saver.put(
                 config, checkpoint, {"source": "loop", "step": position}, {"payload": position + 1}
             )
-            now = time.perf_counter()
-            times.append(now - last)
-            last = now
-        return times
+            stamps.take()
+        return stamps
 
 
-def _timed_cpu(cpu: list[float], fn: Any) -> list[float]:
-    started = time.thread_time()
-    times = fn()
-    cpu.append((time.thread_time() - started) / STEPS)
-    return times
+def _record(samples: list[float], cpu: list[float], stamps: Stamps) -> None:
+    samples += stamps.intervals()
+    cpu.append(stamps.cpu_per_step())
 
 
 def measure_steps(quick: bool) -> dict[str, Any]:
     url = setup_django("_sizes")
     rounds = 3 if quick else 8
     floor, engine = Floor(libpq_url(url)), Engine()
+    fenced = SizedFencedFloor(libpq_url(url))
     try:
         langgraph: Any = SizedLangGraph()
     except Exception as exc:
         langgraph = f"not measured: {type(exc).__name__}: {exc}"
     results: dict[str, Any] = {}
     for label, value in SIZES.items():
-        samples: dict[str, list[float]] = {"floor": [], "engine": [], "langgraph": []}
+        samples: dict[str, list[float]] = {
+            "floor": [],
+            "floor_fenced": [],
+            "engine": [],
+            "langgraph": [],
+        }
         cpu: dict[str, list[float]] = {name: [] for name in samples}
         engine.round(value)  # warm
         for _ in range(rounds):
-            samples["floor"] += _timed_cpu(cpu["floor"], lambda v=value: floor.round(v))
-            samples["engine"] += _timed_cpu(cpu["engine"], lambda v=value: engine.round(v))
+            _record(samples["floor"], cpu["floor"], floor.round(value))
+            _record(samples["floor_fenced"], cpu["floor_fenced"], fenced.round(value))
+            _record(samples["engine"], cpu["engine"], engine.round(value))
             if not isinstance(langgraph, str):
                 langgraph.value = value
-                samples["langgraph"] += _timed_cpu(cpu["langgraph"], langgraph.round)
+                _record(samples["langgraph"], cpu["langgraph"], langgraph.round())
         floor_median = statistics.median(samples["floor"])
         results[label] = {
             "bytes": len(json.dumps(value, separators=(",", ":"))),
@@ -171,6 +224,7 @@ def measure_steps(quick: bool) -> dict[str, Any]:
             },
         }
     floor.close()
+    fenced.close()
     engine.close()
     if not isinstance(langgraph, str):
         langgraph.close()
@@ -188,18 +242,19 @@ ADVERSARIAL = {
     "-": lambda n: "-" * n,
     "near-match words": lambda n: ("passwor " * (n // 8)) + "password",
 }
+REDACTION_LENGTHS = (10_000, 25_000, 50_000, 100_000)
 
 
-def measure_redaction() -> dict[str, dict[int, float]]:
+def measure_redaction() -> dict[str, dict[str, float]]:
+    """Milliseconds (best of 3) per adversarial text and length."""
     from durableruns.engine.redaction import redact_text
 
-    out: dict[str, dict[int, float]] = {}
+    out: dict[str, dict[str, float]] = {}
     for name, make in ADVERSARIAL.items():
         out[name] = {}
-        for n in (10_000, 25_000, 50_000, 100_000):
+        for n in REDACTION_LENGTHS:
             text = make(n)
-            best = min(_once(redact_text, text) for _ in range(3))
-            out[name][n] = best * 1000
+            out[name][str(n)] = min(_once(redact_text, text) for _ in range(3)) * 1000
     return out
 
 
@@ -209,24 +264,9 @@ def _once(fn: Any, text: str) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    quick = "--quick" in sys.argv
-    steps = measure_steps(quick)
-    print(f"per step, {steps['steps_per_round']} steps x {steps['rounds']} rounds")
-    print(f"{'size':8} {'system':10} {'median ms':>10} {'p95 ms':>8} {'x floor':>8} {'CPU ms':>7}")
-    for label, row in steps["sizes"].items():
-        for name in ("floor", "engine", "langgraph"):
-            if name in row:
-                v = row[name]
-                print(
-                    f"{label:8} {name:10} {v['median']:10.3f} {v['p95']:8.3f} "
-                    f"{v['ratio_to_floor']:8.2f} {v['cpu_ms_per_step']:7.3f}"
-                )
-    print("redaction, ms (best of 3) at 10k / 25k / 50k / 100k characters")
-    for name, row in measure_redaction().items():
-        print(f"{name:18} " + " / ".join(f"{ms:.2f}" for ms in row.values()))
-    print(json.dumps(steps))
+def measure(quick: bool) -> dict[str, Any]:
+    return {**measure_steps(quick), "redaction_ms": measure_redaction()}
 
 
 if __name__ == "__main__":
-    main()
+    section_main(measure)

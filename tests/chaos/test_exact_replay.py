@@ -80,3 +80,22 @@ def test_it_emails_the_real_address_after_a_kill_between_lookup_and_approval(
     assert finished.status == Run.Status.SUCCEEDED, finished.error
     assert _emails(run_id) == ["grace@example.com"]
     assert (crash_dir / f"{run_id}.fired").exists()
+
+
+def test_a_key_rule_on_order_id_does_not_break_new_runs_on_a_worker(processes):
+    # The worker process loads the admin's rule from the database, as in production.
+    RedactionRule.objects.create(kind="key", value="order_id")
+    redaction.rules_changed()
+    processes.worker()
+    run, _ = start_run("refund-bot", {"order_id": "A-1001"}, run_id="order-id-rule-worker")
+
+    wait_for(
+        lambda: Run.objects.get(pk=run.id).status in Run.TERMINAL,
+        message="the run to finish",
+    )
+
+    finished = Run.objects.get(pk=run.id)
+    assert finished.status == Run.Status.SUCCEEDED, finished.error
+    assert finished.result["refunded"] is True
+    assert finished.input["order_id"] == redaction.REDACTED  # what pages and the API read
+    assert _emails(run.id) == ["ada@example.com"]

@@ -1,7 +1,9 @@
 """The secrets canary: secrets in a run's input, tool arguments, tool results, model
 replies and exception messages (and log lines) reach neither the database (a
-pg_dump), nor the worker logs, nor Redis (every command sent to a private
-redis-server, captured with MONITOR) — while the run still works."""
+pg_dump), nor the worker logs, nor gunicorn's access and error logs (a real gunicorn
+serving requests whose query strings, Referer and request line carry them), nor Redis
+(every command sent to a private redis-server, captured with MONITOR) — while the run
+still works."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import string
 import subprocess
 import sys
 
+import httpx
 import pytest
 from django.db import connection
 
@@ -127,6 +130,56 @@ def private_redis(tmp_path, settings):
     server.wait()
 
 
+def _gunicorn(processes) -> str:
+    """gunicorn as deployed (Dockerfile: --logger-class durableruns.logs.GunicornLogger),
+    its access and error logs in files beside the workers' logs, at debug level."""
+    port = _free_port()
+    logs = processes.log_dir
+    web = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "gunicorn", "durableruns.wsgi:application"),
+            *("--bind", f"127.0.0.1:{port}", "--workers", "1", "--log-level", "debug"),
+            *("--access-logfile", str(logs / "gunicorn-access.log")),
+            *("--error-logfile", str(logs / "gunicorn-error.log")),
+            *("--logger-class", "durableruns.logs.GunicornLogger"),
+        ],
+        cwd=ROOT,
+        env=processes.env,
+        stdout=(logs / "gunicorn-stdout.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    processes.procs.append(web)
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: _answers(base), timeout=60, message="gunicorn to answer")
+    return base
+
+
+def _answers(base: str) -> bool:
+    try:
+        httpx.get(f"{base}/healthz", timeout=2)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def _requests_with_secrets(base: str, canaries: dict[str, str]) -> None:
+    """What a careless client sends: secrets in query strings, a Referer, and a
+    request line gunicorn refuses (which its error log quotes)."""
+    key, password = canaries["query_key"], canaries["query_password"]
+    query = f"api_key={key}&password={password}&page=2"
+    httpx.get(f"{base}/healthz?{query}", timeout=10)
+    httpx.get(
+        f"{base}/api/runs/?{query}",
+        headers={"Referer": f"https://intranet.example/?api_key={key}"},
+        timeout=10,
+    )
+    with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=10) as raw:
+        # No HTTP version: gunicorn quotes the whole line in its error log.
+        raw.sendall(f"GET /healthz?password={password}\r\n\r\n".encode())
+        raw.recv(4096)
+
+
 def _start(processes, agent: str, run_id: str, run_input: dict, env: dict) -> None:
     subprocess.run(
         [
@@ -181,6 +234,7 @@ def test_no_secret_reaches_the_database_the_logs_or_redis(private_redis, process
     processes.env.update(env)
     processes.worker()
     processes.beat()
+    _requests_with_secrets(_gunicorn(processes), canaries)
 
     run_input = {
         "account": "acme",
@@ -215,6 +269,12 @@ def test_no_secret_reaches_the_database_the_logs_or_redis(private_redis, process
     assert "canary-ok" in dump and "canary-ok" in redis and "run=canary-ok" in logs
     assert "upstream failed with [REDACTED]" in logs
     assert "connecting with password=[REDACTED] and [REDACTED]" in logs
+    # gunicorn logged the requests, without their secrets.
+    access = (processes.log_dir / "gunicorn-access.log").read_text()
+    assert "/healthz?api_key=[REDACTED]&password=[REDACTED]&page=2" in access
+    assert "/api/runs/?api_key=" in access and "intranet.example" in access
+    errors = (processes.log_dir / "gunicorn-error.log").read_text()
+    assert "Invalid HTTP request line: 'GET /healthz?password=[REDACTED]'" in errors
 
     leaks = {
         where: sorted(name for name, secret in canaries.items() if secret in text)

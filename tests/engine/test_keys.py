@@ -3,18 +3,26 @@ the step, the tool and the arguments' JSON value, and on nothing else."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import datetime
+import enum
+import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
+import uuid
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from durableruns.engine import store
+from durableruns.engine import keys, store
 from durableruns.engine.errors import SerializationError
 from durableruns.engine.keys import MAX_DEPTH, canonical_json, fingerprint, idempotency_key
 from tests.conftest import ROOT
@@ -222,3 +230,137 @@ def test_it_rejects_a_nul_character_postgres_cannot_store():
     with pytest.raises(SerializationError, match="NUL"):
         store.encode({"body": "a\x00b"})
     assert store.encode({"body": "\\u0000"}) == '{"body":"\\\\u0000"}'
+
+
+# --- The fast serialiser writes exactly the reference's text, or steps aside ------------
+
+hostile_text = st.text(
+    st.characters(codec="utf-8")
+    | st.sampled_from(["\x00", "\x1f", "\x7f", "\u2028", "\u2029", "\ufeff", '"', "\\", "/"])
+)
+hostile_floats = st.floats(allow_nan=False, allow_infinity=False) | st.builds(
+    lambda mantissa, exponent: float(f"{mantissa}e{exponent}"),
+    st.integers(min_value=1, max_value=10**17),
+    st.integers(min_value=-330, max_value=300),
+).filter(math.isfinite)
+hostile_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | hostile_floats
+    | hostile_text
+)
+hostile_values = st.recursive(
+    hostile_scalars,
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.tuples(children, children)
+        | st.dictionaries(hostile_text, children, max_size=5)
+    ),
+    max_leaves=40,
+)
+
+
+def _reference_or_error(value: Any) -> tuple[str, Any]:
+    try:
+        text = keys._reference_json(value)
+    except SerializationError as exc:
+        return "error", str(exc)
+    return text, json.loads(text, parse_float=store._as_jsonb_reads)
+
+
+def _ours_or_error(value: Any) -> tuple[str, Any]:
+    try:
+        text = canonical_json(value)
+        return text, store.normalise(value)
+    except SerializationError as exc:
+        return "error", str(exc)
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_values)
+def test_the_fast_path_writes_the_reference_text_and_value(value):
+    expected_text, expected_value = _reference_or_error(value)
+    text, normal = _ours_or_error(value)
+    assert text == expected_text
+    # Same value, same types, same key order.
+    assert repr(normal) == repr(expected_value)
+    if text != "error":
+        assert fingerprint(value) == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+class _Size(enum.IntEnum):
+    BIG = 3
+
+
+class _Text(str):
+    pass
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int = 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),
+        [1.0, float("inf")],
+        {"a": float("-inf")},
+        1e-5,
+        -2.5e-5,
+        1e-7,
+        1e16,
+        1.5e300,
+        [0.0001, 0.00001],
+        2**63,
+        2**64 - 1,
+        2**64,
+        -(2**63) - 1,
+        10**30,
+        "\ud800",
+        {"\udfff": 1},
+        {1: 2},
+        {None: 2},
+        (1, 2),
+        {"t": (1, [2, (3,)])},
+        uuid.UUID(int=1),
+        _Colour.RED,
+        _Size.BIG,
+        _Text("x"),
+        {_Text("k"): 1},
+        collections.OrderedDict(b=1, a=2),
+        _Point(),
+        datetime.date(2026, 1, 1),
+        orjson.Fragment(b"[1]"),
+        b"x",
+        {"e": "1e-5 and 2e+16 and 0.00001 in text"},
+        "\x00\x7f\u2028",
+    ],
+)
+def test_the_fast_path_gives_the_reference_answer_for_hostile_values(value):
+    assert _ours_or_error(value)[0] == _reference_or_error(value)[0]
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 254, 255, 300])
+@pytest.mark.parametrize("inner", ["list", "dict"])
+def test_the_fast_path_holds_the_depth_limit(depth, inner):
+    value: Any = 1
+    for _ in range(depth):
+        value = [value] if inner == "list" else {"k": value}
+    assert _ours_or_error(value) == _reference_or_error(value)
+    if depth <= MAX_DEPTH:
+        assert keys._fast(value) is not None  # and it took the fast path
+
+
+def test_the_fast_path_serves_ordinary_values():
+    value = {"items": [{"id": "A-1", "cents": 1250, "ok": True, "note": "é ✓", "x": None}]}
+    assert keys._fast(value) is not None
+    parsed = store.normalise(value)
+    assert parsed == value and parsed is not value  # a fresh copy for the caller
+    assert parsed["items"][0] is not value["items"][0]
