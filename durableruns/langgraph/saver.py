@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from durableruns.langgraph import store
+from durableruns.langgraph import native, store
 from durableruns.langgraph.interrupts import approval_specs
 from durableruns.langgraph.resume import current_owner
 
@@ -58,8 +58,10 @@ async def on_db_thread_async(method: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def close_connection() -> None:
-    """Close the saver thread's database connection (tests, before dropping a database)."""
+    """Close the saver thread's database connection and the async saver's (tests,
+    before dropping a database)."""
     on_db_thread(connections.close_all)
+    native.close_all()
 
 
 class DurableRunsSaver(BaseCheckpointSaver[str]):
@@ -303,12 +305,20 @@ def _status_after(channels: Any) -> str | None:
 
 
 class AsyncDurableRunsSaver(DurableRunsSaver):
-    """The same saver for `graph.ainvoke`/`astream`: the event loop waits for the
-    saver thread without blocking. Values are serialized on the loop, as the
-    reference async savers do."""
+    """The same saver for `graph.ainvoke`/`astream`. On Postgres its hot calls
+    (aput, aput_writes, aget_tuple) run their one statement on the event loop's own
+    psycopg connection (native.py); the rest, and every call on SQLite, wait for the
+    saver thread without blocking the loop. Values are serialized on the loop, as
+    the reference async savers do."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await on_db_thread_async(self._get_tuple, config)
+        conf = config["configurable"]
+        records = await store.afetch(
+            conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config), limit=1
+        )
+        if records is None:
+            return await on_db_thread_async(self._get_tuple, config)
+        return self._tuple(records[0]) if records else None
 
     async def alist(
         self,
@@ -332,9 +342,11 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
-        await on_db_thread_async(
-            store.put_checkpoint, *args, graph=self.graph, owner=current_owner.get()
-        )
+        owner = current_owner.get()
+        if not await store.aput_checkpoint(*args, graph=self.graph, owner=owner):
+            # Not Postgres, or the fence refused: the saver thread's transaction creates
+            # a thread racing into existence, or says why the thread is closed.
+            await on_db_thread_async(store.put_checkpoint, *args, graph=self.graph, owner=owner)
         return saved
 
     async def aput_writes(
@@ -344,11 +356,9 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await on_db_thread_async(
-            store.put_writes,
-            *self._write_rows(config, writes, task_id, task_path),
-            owner=current_owner.get(),
-        )
+        rows, owner = self._write_rows(config, writes, task_id, task_path), current_owner.get()
+        if not await store.aput_writes(*rows, owner=owner):
+            await on_db_thread_async(store.put_writes, *rows, owner=owner)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await on_db_thread_async(store.delete_thread, thread_id)

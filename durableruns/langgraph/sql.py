@@ -25,6 +25,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
+from durableruns.langgraph import native
 from durableruns.models import (
     LangGraphBlob,
     LangGraphCheckpoint,
@@ -60,6 +61,13 @@ _CHECKPOINT_COLUMNS = (
     "source",
     "lg_run_id",
 )
+
+
+# Threads this process stored a checkpoint for: their next checkpoints skip the
+# Run's INSERT (a thread deleted meanwhile is refused by the fence and recreated by
+# the ORM path). Cleared when full rather than kept in order: it is only a hint.
+_known: dict[str, None] = {}
+KNOWN_LIMIT = 10_000
 
 
 def _db() -> Any:
@@ -134,7 +142,27 @@ def _put_sql(top: bool, leased: bool, create: bool) -> str:
     )
 
 
-def put_checkpoint(
+def put_checkpoint(*args: Any, **kwargs: Any) -> bool | None:
+    """Store one checkpoint in one statement; False if the fence refused it.
+    Arguments as _checkpoint_statement's."""
+    db = _db()
+    if db is None:
+        return None
+    sql, params = _checkpoint_statement(db, *args, **kwargs)
+    return _checkpoint_stored(params["run"], _execute(db, sql, params))
+
+
+async def aput_checkpoint(*args: Any, **kwargs: Any) -> bool | None:
+    """put_checkpoint on the event loop's own connection."""
+    db = _db()
+    if db is None:
+        return None
+    sql, params = _checkpoint_statement(db, *args, **kwargs)
+    return _checkpoint_stored(params["run"], await native.execute(sql, params))
+
+
+def _checkpoint_statement(
+    db: Any,
     run_id: str,
     thread_bytes: bytes,
     ns: str,
@@ -143,12 +171,8 @@ def put_checkpoint(
     *,
     graph: str,
     owner: str,
-) -> bool | None:
-    """Store one checkpoint in one statement; False if the fence refused it."""
-    db = _db()
-    if db is None:
-        return None
-    top, create = ns == "", not owner
+) -> tuple[str, dict[str, Any]]:
+    top, create = ns == "", not owner and run_id not in _known
     params = {
         **row,
         "run": run_id,
@@ -172,7 +196,18 @@ def put_checkpoint(
         sql = _with_insert(sql, insert)
         params.update({f"run_value_{i}": v for i, v in enumerate(values)})
         params["thread_bytes"] = thread_bytes
-    return bool(_execute(db, sql, params)[0][0])
+    return sql, params
+
+
+def _checkpoint_stored(run_id: str, result: list[tuple[Any, ...]]) -> bool:
+    stored = bool(result[0][0])
+    if stored and run_id not in _known:
+        if len(_known) >= KNOWN_LIMIT:
+            _known.clear()
+        _known[run_id] = None
+    elif not stored:
+        _known.pop(run_id, None)
+    return stored
 
 
 @cache
@@ -188,6 +223,7 @@ def _with_insert(sql: str, insert: str) -> str:
 def _run_insert(
     db: Any, run_id: str, thread_bytes: bytes, graph: str, status: str, top: bool
 ) -> tuple[str, list[Any]]:
+    """The new thread's Run: its INSERT (compiled by Django once) and its values."""
     from durableruns.langgraph.store import printable
 
     now = timezone.now()
@@ -204,10 +240,24 @@ def _run_insert(
         started_at=now,
         finished_at=None if status == Run.Status.RUNNING else now,
     )
+    insert, fields = _compiled_run_insert(db.alias)
+    return insert, [f.get_db_prep_save(f.pre_save(run, True), db) for f in fields]
+
+
+@cache
+def _compiled_run_insert(alias: str) -> tuple[str, list[Any]]:
+    """Django's INSERT of a Run (compiling it per call cost 0.6 ms), and the fields
+    that take a parameter: the others are database defaults."""
+    db = connections[alias]
+    sample = Run(id="", agent="", agent_version="", input={}, max_steps=0, max_duration_seconds=0)
+    fields = list(Run._meta.concrete_fields)
     query = InsertQuery(Run)
-    query.insert_values(Run._meta.concrete_fields, [run])
+    query.insert_values(fields, [sample])
     ((sql, values),) = query.get_compiler(connection=db).as_sql()
-    return sql, list(values)
+    with_values = [f for f in fields if not hasattr(f.pre_save(sample, True), "as_sql")]
+    if len(with_values) != len(values):
+        raise RuntimeError("the Run INSERT's parameters do not match its fields")
+    return sql, with_values
 
 
 # --- put_writes --------------------------------------------------------------------
@@ -246,7 +296,25 @@ def _writes_sql(fenced: bool, leased: bool, status: bool) -> str:
     )
 
 
-def put_writes(
+def put_writes(*args: Any, **kwargs: Any) -> bool | None:
+    """Store a task's writes in one statement. Fenced (a status to set, or a worker's
+    lease to check), False if the fence refused them. Arguments as _writes_statement's."""
+    db = _db()
+    if db is None:
+        return None
+    sql, params = _writes_statement(*args, **kwargs)
+    return _writes_stored(_execute(db, sql, params), params)
+
+
+async def aput_writes(*args: Any, **kwargs: Any) -> bool | None:
+    """put_writes on the event loop's own connection."""
+    if _db() is None:
+        return None
+    sql, params = _writes_statement(*args, **kwargs)
+    return _writes_stored(await native.execute(sql, params), params)
+
+
+def _writes_statement(
     run_id: str,
     ns: str,
     checkpoint_id: str,
@@ -255,12 +323,7 @@ def put_writes(
     status: str | None,
     owner: str,
     fenced: bool,
-) -> bool | None:
-    """Store a task's writes in one statement. Fenced (a status to set, or a worker's
-    lease to check), False if the fence refused them."""
-    db = _db()
-    if db is None:
-        return None
+) -> tuple[str, dict[str, Any]]:
     params = {
         "run": run_id,
         "ns": ns,
@@ -274,9 +337,13 @@ def put_writes(
         "status": status,
         "owner": owner,
         "ttl": timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL),
+        "fenced": fenced,
     }
-    result = _execute(db, _writes_sql(fenced, bool(owner), status is not None), params)
-    return bool(result[0][0]) if fenced else True
+    return _writes_sql(fenced, bool(owner), status is not None), params
+
+
+def _writes_stored(result: list[tuple[Any, ...]], params: dict[str, Any]) -> bool:
+    return bool(result[0][0]) if params["fenced"] else True
 
 
 # --- reads ---------------------------------------------------------------------------
@@ -317,19 +384,31 @@ def _fetch_sql(thread: bool, ns: bool, checkpoint_id: bool, before: bool) -> str
     )
 
 
-def fetch(
+def fetch(*args: Any) -> list[tuple[Any, ...]] | None:
+    """Checkpoints newest first, each with its channel values and pending writes,
+    in one query: (thread id bytes, ns, id, parent id, type, checkpoint, metadata
+    type, metadata, [(channel, type, blob)], [(task id, channel, type, blob)]).
+    Arguments as _fetch_statement's."""
+    db = _db()
+    if db is None:
+        return None
+    return _records(_execute(db, *_fetch_statement(*args)))
+
+
+async def afetch(*args: Any) -> list[tuple[Any, ...]] | None:
+    """fetch on the event loop's own connection."""
+    if _db() is None:
+        return None
+    return _records(await native.execute(*_fetch_statement(*args)))
+
+
+def _fetch_statement(
     run_id: str | None,
     ns: str | None,
     checkpoint_id: str | None,
     before: str | None,
     limit: int | None,
-) -> list[tuple[Any, ...]] | None:
-    """Checkpoints newest first, each with its channel values and pending writes,
-    in one query: (thread id bytes, ns, id, parent id, type, checkpoint, metadata
-    type, metadata, [(channel, type, blob)], [(task id, channel, type, blob)])."""
-    db = _db()
-    if db is None:
-        return None
+) -> tuple[str, dict[str, Any]]:
     sql = _fetch_sql(run_id is not None, ns is not None, bool(checkpoint_id), bool(before))
     params = {
         "run": run_id,
@@ -338,11 +417,15 @@ def fetch(
         "before": before,
         "limit": limit,
     }
+    return sql, params
+
+
+def _records(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [
         (
             *row[:8],
             list(zip(row[8] or [], row[9] or [], row[10] or [], strict=True)),
             list(zip(row[11] or [], row[12] or [], row[13] or [], row[14] or [], strict=True)),
         )
-        for row in _execute(db, sql, params)
+        for row in rows
     ]

@@ -239,23 +239,15 @@ def put_writes(
     Postgres, writes that move the thread (a status, a worker's lease) are one
     statement too; interrupts and resumes, which open or close approvals, take the
     transaction below."""
+    fast = _one_statement_writes(thread_id, ns, checkpoint_id, rows, status, approvals, owner)
+    if fast is not None:
+        try:
+            if sql.put_writes(*fast[0], **fast[1]):
+                return
+        except IntegrityError:
+            pass  # the thread's first checkpoint is not stored yet: created below
     resumed = {r["task_id"] for r in rows if r["channel"] == "__resume__"}
     regular = not owner and status is None and all(r["idx"] >= 0 for r in rows)
-    if not approvals and not resumed:
-        try:
-            stored = sql.put_writes(
-                run_id_for(thread_id),
-                ns,
-                checkpoint_id,
-                rows,
-                status=status if ns == "" else None,
-                owner=owner,
-                fenced=not regular,
-            )
-        except IntegrityError:
-            stored = False  # the thread's first checkpoint is not stored yet
-        if stored:
-            return
     if regular and not approvals and connection.vendor != "postgresql":
         try:
             LangGraphWrite.objects.bulk_create(
@@ -296,6 +288,76 @@ def put_writes(
             from durableruns.langgraph.interrupts import open_approvals
 
             open_approvals(run_id, list(approvals))
+
+
+def _one_statement_writes(
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str,
+    rows: Sequence[dict[str, Any]],
+    status: str | None,
+    approvals: Sequence[dict[str, Any]],
+    owner: str,
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """sql.put_writes's arguments, or None when the writes open or close approvals
+    (an interrupt, a resume), which take the transaction in put_writes."""
+    if approvals or any(r["channel"] == "__resume__" for r in rows):
+        return None
+    regular = not owner and status is None and all(r["idx"] >= 0 for r in rows)
+    return (
+        (run_id_for(thread_id), ns, checkpoint_id, rows),
+        {"status": status if ns == "" else None, "owner": owner, "fenced": not regular},
+    )
+
+
+async def aput_checkpoint(
+    thread_id: str,
+    ns: str,
+    row: dict[str, Any],
+    blobs: Sequence[tuple[str, str, str, bytes | None]],
+    *,
+    graph: str = "",
+    owner: str = "",
+) -> bool:
+    """put_checkpoint's one statement on the event loop's connection; False when the
+    caller must take put_checkpoint (not Postgres, or the fence refused)."""
+    return bool(
+        await sql.aput_checkpoint(
+            run_id_for(thread_id), thread_bytes(thread_id), ns, row, blobs, graph=graph, owner=owner
+        )
+    )
+
+
+async def aput_writes(
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str,
+    rows: Sequence[dict[str, Any]],
+    status: str | None,
+    approvals: Sequence[dict[str, Any]] = (),
+    owner: str = "",
+) -> bool:
+    """put_writes's one statement on the event loop's connection; False when the
+    caller must take put_writes."""
+    fast = _one_statement_writes(thread_id, ns, checkpoint_id, rows, status, approvals, owner)
+    if fast is None:
+        return False
+    try:
+        return bool(await sql.aput_writes(*fast[0], **fast[1]))
+    except IntegrityError:
+        return False
+
+
+async def afetch(
+    thread_id: str | None,
+    ns: str | None,
+    checkpoint_id: str | None = None,
+    before: str | None = None,
+    limit: int | None = None,
+) -> list[tuple[Any, ...]] | None:
+    """fetch's one query on the event loop's connection; None when not Postgres."""
+    run_id = run_id_for(thread_id) if thread_id is not None else None
+    return await sql.afetch(run_id, ns, checkpoint_id, before, limit)
 
 
 def fetch(

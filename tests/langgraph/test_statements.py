@@ -11,10 +11,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from langgraph.checkpoint.base import empty_checkpoint
 
-from durableruns.langgraph import AsyncDurableRunsSaver, ThreadClosed
+from durableruns.langgraph import AsyncDurableRunsSaver, ThreadClosed, native
 from durableruns.langgraph.saver import on_db_thread
 from durableruns.langgraph.store import run_id_for
 from durableruns.models import LangGraphCheckpoint, LangGraphThread, LangGraphWrite, Run
@@ -28,11 +28,11 @@ pytestmark = [
 
 @pytest.fixture
 def statements(monkeypatch) -> Iterator[list[str]]:
-    """Every statement sent through psycopg (Django's cursors are psycopg cursors),
-    once the saver thread's connection is open."""
+    """Every statement sent through psycopg (Django's cursors are psycopg cursors;
+    the async saver's own connection uses psycopg's async cursors), once the saver
+    thread's connection is open."""
     on_db_thread(lambda: connection.ensure_connection())  # on the saver thread
     sent: list[str] = []
-    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
 
     def counted(method: Any) -> Any:
         def wrapper(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
@@ -41,8 +41,9 @@ def statements(monkeypatch) -> Iterator[list[str]]:
 
         return wrapper
 
-    monkeypatch.setattr(psycopg.Cursor, "execute", counted(execute))
-    monkeypatch.setattr(psycopg.Cursor, "executemany", counted(executemany))
+    for cls in (psycopg.Cursor, psycopg.AsyncCursor):
+        for name in ("execute", "executemany"):
+            monkeypatch.setattr(cls, name, counted(getattr(cls, name)))
     yield sent
 
 
@@ -135,3 +136,33 @@ def test_the_one_statement_checkpoint_is_fenced(statements):
 
 async def _all(items: Any) -> list[Any]:
     return [item async for item in items]
+
+
+def test_the_async_saver_reconnects_after_its_connection_is_killed():
+    saver = AsyncDurableRunsSaver()
+    thread = f"killed-{uuid.uuid4()}"
+
+    async def scenario() -> tuple[type, dict]:
+        first = await saver.aput(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            _checkpoint(1),
+            {"source": "loop", "step": 1},
+            {"count": 1},
+        )
+        pid = native._local.slot.conn.info.backend_pid
+        await asyncio.to_thread(_terminate, pid)
+        with pytest.raises((OperationalError, InterfaceError)) as refused:
+            await saver.aput(first, _checkpoint(2), {"source": "loop", "step": 2}, {"count": 2})
+        return refused.type, await saver.aput(
+            first, _checkpoint(3), {"source": "loop", "step": 3}, {"count": 3}
+        )
+
+    _, third = asyncio.run(scenario())
+
+    found = asyncio.run(saver.aget_tuple(third))
+    assert found.checkpoint["channel_values"] == {"count": 3}
+
+
+def _terminate(pid: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
