@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 import psycopg
+import psycopg.sql
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.sql import InsertQuery
@@ -192,9 +193,9 @@ def _checkpoint_statement(
         # The Run's INSERT comes from Django's compiler, so it follows the model's
         # columns and defaults; its placeholders are spliced in positionally.
         status = Run.Status.RUNNING if row["next_nodes"] or not top else Run.Status.SUCCEEDED
-        insert, values = _run_insert(db, run_id, thread_bytes, graph, status, top)
+        insert, fields = _compiled_run_insert(db.alias)
         sql = _with_insert(sql, insert)
-        params.update({f"run_value_{i}": v for i, v in enumerate(values)})
+        params.update(_run_values(db, fields, run_id, thread_bytes, graph, status, top))
         params["thread_bytes"] = thread_bytes
     return sql, params
 
@@ -212,18 +213,27 @@ def _checkpoint_stored(run_id: str, result: list[tuple[Any, ...]]) -> bool:
 
 @cache
 def _with_insert(sql: str, insert: str) -> str:
-    """Splice the Run's INSERT into the CTE, its positional placeholders named."""
-    parts = insert.split("%s")
-    named = "".join(
-        p + (f"%(run_value_{i})s" if i < len(parts) - 1 else "") for i, p in enumerate(parts)
-    )
-    return sql.replace("%(insert_run)s", named, 1)
+    return sql.replace("%(insert_run)s", insert, 1)
 
 
-def _run_insert(
-    db: Any, run_id: str, thread_bytes: bytes, graph: str, status: str, top: bool
-) -> tuple[str, list[Any]]:
-    """The new thread's Run: its INSERT (compiled by Django once) and its values."""
+# The new Run's columns that differ between threads; the others are constants.
+_RUN_VARIABLE = (
+    "id",
+    "agent",
+    "input",
+    "status",
+    "steps_used",
+    "started_at",
+    "finished_at",
+    "created_at",
+    "updated_at",
+)
+
+
+def _run_values(
+    db: Any, fields: list[Any], run_id: str, thread_bytes: bytes, graph: str, status: str, top: bool
+) -> dict[str, Any]:
+    """The new thread's Run: its values for the INSERT's named parameters."""
     from durableruns.langgraph.store import printable
 
     now = timezone.now()
@@ -231,33 +241,44 @@ def _run_insert(
         id=run_id,
         kind=Run.Kind.LANGGRAPH,
         agent=graph or "langgraph",
-        agent_version="",
         input={"thread_id": printable(thread_bytes.decode("utf-8", "surrogatepass"))},
         status=status,
-        max_steps=0,
-        max_duration_seconds=0,
         steps_used=1 if top else 0,
         started_at=now,
         finished_at=None if status == Run.Status.RUNNING else now,
+        **_RUN_CONSTANTS,
     )
-    insert, fields = _compiled_run_insert(db.alias)
-    return insert, [f.get_db_prep_save(f.pre_save(run, True), db) for f in fields]
+    return {f"run_{f.attname}": f.get_db_prep_save(f.pre_save(run, True), db) for f in fields}
+
+
+_RUN_CONSTANTS: dict[str, Any] = {"agent_version": "", "max_steps": 0, "max_duration_seconds": 0}
 
 
 @cache
 def _compiled_run_insert(alias: str) -> tuple[str, list[Any]]:
-    """Django's INSERT of a Run (compiling it per call cost 0.6 ms), and the fields
-    that take a parameter: the others are database defaults."""
+    """Django's INSERT of a langgraph Run, compiled once (0.6 ms per call): the
+    columns that vary take named parameters, the constants are inlined (fewer
+    parameters, so psycopg caches the statement's conversion), database defaults
+    stay DEFAULT. Returns the SQL and the fields that take parameters."""
     db = connections[alias]
-    sample = Run(id="", agent="", agent_version="", input={}, max_steps=0, max_duration_seconds=0)
+    sample = Run(id="", kind=Run.Kind.LANGGRAPH, agent="", input={}, **_RUN_CONSTANTS)
     fields = list(Run._meta.concrete_fields)
     query = InsertQuery(Run)
     query.insert_values(fields, [sample])
     ((sql, values),) = query.get_compiler(connection=db).as_sql()
     with_values = [f for f in fields if not hasattr(f.pre_save(sample, True), "as_sql")]
-    if len(with_values) != len(values):
+    parts = sql.split("%s")
+    if not len(with_values) == len(values) == len(parts) - 1:
         raise RuntimeError("the Run INSERT's parameters do not match its fields")
-    return sql, with_values
+    variable = [f for f in with_values if f.attname in _RUN_VARIABLE]
+    if len(variable) != len(_RUN_VARIABLE):
+        raise RuntimeError("a Run column the LangGraph saver sets is missing")
+    slots = [
+        f"%(run_{f.attname})s" if f in variable else psycopg.sql.Literal(v).as_string(None)
+        for f, v in zip(with_values, values, strict=True)
+    ]
+    spliced = "".join(p + slots[i] for i, p in enumerate(parts[:-1])) + parts[-1]
+    return spliced, variable
 
 
 # --- put_writes --------------------------------------------------------------------

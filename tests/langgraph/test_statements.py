@@ -70,6 +70,14 @@ def test_a_first_checkpoint_is_one_statement_and_creates_the_thread(statements):
     run = Run.objects.get(pk=run_id_for(thread))
     assert (run.kind, run.agent, run.status, run.steps_used) == ("langgraph", "chain", "running", 1)
     assert run.started_at is not None and run.finished_at is None
+    assert (run.max_steps, run.lease_owner, run.fence, run.legal_hold, run.secrets) == (
+        0,
+        "",
+        0,
+        False,
+        "",
+    )
+    assert run.input == {"thread_id": thread} and run.created_by is None
     assert LangGraphThread.objects.get(pk=run.pk).thread_id == thread
 
 
