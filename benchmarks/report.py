@@ -119,12 +119,7 @@ def section_text(name: str, result: dict[str, Any]) -> str:
 
 def _lines(name: str, r: dict[str, Any]) -> list[str]:
     if name == "langgraph_saver":
-        return [
-            f"{s:18} put median {v['put_ms']['median']:.3f} ms p95 {v['put_ms']['p95']:.3f} ms; "
-            f"20-node graph median {v['graph_20_nodes_ms']['median']:.1f} ms "
-            f"p95 {v['graph_20_nodes_ms']['p95']:.1f} ms"
-            for s, v in r["systems"].items()
-        ]
+        return _langgraph_lines(r)
     if name == "step_overhead":
         return [
             f"{s:18} median {v['median']:.3f} ms  p95 {v['p95']:.3f} ms  "
@@ -308,6 +303,8 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 _ok(abs(mem["growth_pct"]) <= MEMORY_TARGET_PCT),
             )
         )
+    if "langgraph_saver" in results:
+        rows += _langgraph_targets(results["langgraph_saver"])
     return rows
 
 
@@ -357,6 +354,48 @@ def _size_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
     )
     return rows
+LANGGRAPH_MEASURES = (
+    ("put_ms", "put, new thread"),
+    ("put_existing_thread_ms", "put, existing thread"),
+    ("graph_20_nodes_ms", "20-node ainvoke"),
+)
+
+
+def _langgraph_lines(r: dict[str, Any]) -> list[str]:
+    systems = r["systems"]
+    lines = []
+    for key, label in LANGGRAPH_MEASURES:
+        if key not in systems.get("durableruns", {}):
+            continue  # a record from before the measure existed
+        for system, v in systems.items():
+            lines.append(
+                f"{label:21} {system:18} median {v[key]['median']:8.3f} ms  "
+                f"p95 {v[key]['p95']:8.3f} ms  n {v[key]['n']}"
+            )
+        lines.append(f"{'':21} {'ratio':18} {_langgraph_ratio(systems, key):.2f}x")
+    return lines
+
+
+def _langgraph_ratio(systems: dict[str, Any], key: str) -> float:
+    """durableruns' median over AsyncPostgresSaver's, measured in the same run."""
+    return systems["durableruns"][key]["median"] / systems["AsyncPostgresSaver"][key]["median"]
+
+
+def _langgraph_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
+    systems = r.get("systems", {})
+    if "durableruns" not in systems:
+        return [("LangGraph saver no slower than AsyncPostgresSaver", "not measured", _ok(None))]
+    return [
+        (
+            f"LangGraph {label} no slower than AsyncPostgresSaver (same run)",
+            f"{systems['durableruns'][key]['median']:.2f} ms vs "
+            f"{systems['AsyncPostgresSaver'][key]['median']:.2f} ms "
+            f"({_langgraph_ratio(systems, key):.2f}x)",
+            _ok(_langgraph_ratio(systems, key) <= 1.0),
+        )
+        for key, label in LANGGRAPH_MEASURES
+        if key in systems["durableruns"]
+    ]
 
 
 def _query_constancy(pages: dict[str, Any]) -> list[tuple[str, str, str]]:

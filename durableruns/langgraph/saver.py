@@ -25,10 +25,9 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from durableruns.langgraph import store
+from durableruns.langgraph import native, store
 from durableruns.langgraph.interrupts import approval_specs
 from durableruns.langgraph.resume import current_owner
-from durableruns.models import LangGraphCheckpoint
 
 BRANCH_PREFIX = "branch:to:"
 
@@ -59,8 +58,10 @@ async def on_db_thread_async(method: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def close_connection() -> None:
-    """Close the saver thread's database connection (tests, before dropping a database)."""
+    """Close the saver thread's database connection and the async saver's (tests,
+    before dropping a database)."""
     on_db_thread(connections.close_all)
+    native.close_all()
 
 
 class DurableRunsSaver(BaseCheckpointSaver[str]):
@@ -80,11 +81,10 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
 
     def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
-        rows = store.find_checkpoints(
-            conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+        records = store.fetch(
+            conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config), limit=1
         )
-        row = next(iter(rows[:1]), None)
-        return self._tuple(row) if row is not None else None
+        return self._tuple(records[0]) if records else None
 
     def list(
         self,
@@ -105,39 +105,37 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> list[CheckpointTuple]:
         conf = config["configurable"] if config else {}
-        rows = store.find_checkpoints(
+        records = store.fetch(
             conf.get("thread_id"),
             conf.get("checkpoint_ns"),
             get_checkpoint_id(config) if config else None,
             get_checkpoint_id(before) if before else None,
+            # A metadata filter is applied here, so the query cannot stop early.
+            limit=None if filter or limit is None else max(limit, 0),
         )
-        if not filter and limit is not None:
-            rows = rows[: max(limit, 0)]
         found = []
-        for row in rows.iterator(chunk_size=200):
+        for record in records:
             if limit is not None and len(found) >= limit:
                 break
-            metadata = self.serde.loads_typed((row.metadata_type, bytes(row.metadata)))
+            metadata = self.serde.loads_typed((record[6], bytes(record[7])))
             if filter and not all(metadata.get(k) == v for k, v in filter.items()):
                 continue
-            found.append(self._tuple(row, metadata))
+            found.append(self._tuple(record, metadata))
         return found
 
-    def _tuple(self, row: LangGraphCheckpoint, metadata: Any = None) -> CheckpointTuple:
-        thread_id = row.thread.thread_id
-        ns = row.checkpoint_ns
-        checkpoint = self.serde.loads_typed((row.type, bytes(row.checkpoint)))
+    def _tuple(self, record: tuple[Any, ...], metadata: Any = None) -> CheckpointTuple:
+        thread, ns, checkpoint_id, parent_id, ctype, cdata, mtype, mdata, blobs, writes = record
+        thread_id = bytes(thread).decode("utf-8", "surrogatepass")
+        checkpoint = self.serde.loads_typed((ctype, bytes(cdata)))
         values = {
-            b.channel: self.serde.loads_typed((b.type, bytes(b.blob)))
-            for b in store.load_blobs(row.thread_id, ns, row.channel_versions)
-            if b.type != "empty"
+            channel: self.serde.loads_typed((kind, bytes(blob))) for channel, kind, blob in blobs
         }
-        writes = [
-            (w.task_id, w.channel, self.serde.loads_typed((w.type, bytes(w.blob))))
-            for w in store.load_writes(row.thread_id, ns, row.checkpoint_id)
+        pending = [
+            (task_id, channel, self.serde.loads_typed((kind, bytes(blob))))
+            for task_id, channel, kind, blob in writes
         ]
         if metadata is None:
-            metadata = self.serde.loads_typed((row.metadata_type, bytes(row.metadata)))
+            metadata = self.serde.loads_typed((mtype, bytes(mdata)))
 
         def config_of(checkpoint_id: str) -> RunnableConfig:
             return {
@@ -149,11 +147,11 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
             }
 
         return CheckpointTuple(
-            config=config_of(row.checkpoint_id),
+            config=config_of(checkpoint_id),
             checkpoint={**checkpoint, "channel_values": values},
             metadata=metadata,
-            parent_config=config_of(row.parent_checkpoint_id) if row.parent_checkpoint_id else None,
-            pending_writes=writes,
+            parent_config=config_of(parent_id) if parent_id else None,
+            pending_writes=pending,
         )
 
     # --- writes ------------------------------------------------------------
@@ -307,12 +305,20 @@ def _status_after(channels: Any) -> str | None:
 
 
 class AsyncDurableRunsSaver(DurableRunsSaver):
-    """The same saver for `graph.ainvoke`/`astream`: the event loop waits for the
-    saver thread without blocking. Values are serialized on the loop, as the
-    reference async savers do."""
+    """The same saver for `graph.ainvoke`/`astream`. On Postgres its hot calls
+    (aput, aput_writes, aget_tuple) run their one statement on the event loop's own
+    psycopg connection (native.py); the rest, and every call on SQLite, wait for the
+    saver thread without blocking the loop. Values are serialized on the loop, as
+    the reference async savers do."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await on_db_thread_async(self._get_tuple, config)
+        conf = config["configurable"]
+        records = await store.afetch(
+            conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config), limit=1
+        )
+        if records is None:
+            return await on_db_thread_async(self._get_tuple, config)
+        return self._tuple(records[0]) if records else None
 
     async def alist(
         self,
@@ -336,9 +342,11 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
-        await on_db_thread_async(
-            store.put_checkpoint, *args, graph=self.graph, owner=current_owner.get()
-        )
+        owner = current_owner.get()
+        if not await store.aput_checkpoint(*args, graph=self.graph, owner=owner):
+            # Not Postgres, or the fence refused: the saver thread's transaction creates
+            # a thread racing into existence, or says why the thread is closed.
+            await on_db_thread_async(store.put_checkpoint, *args, graph=self.graph, owner=owner)
         return saved
 
     async def aput_writes(
@@ -348,11 +356,9 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await on_db_thread_async(
-            store.put_writes,
-            *self._write_rows(config, writes, task_id, task_path),
-            owner=current_owner.get(),
-        )
+        rows, owner = self._write_rows(config, writes, task_id, task_path), current_owner.get()
+        if not await store.aput_writes(*rows, owner=owner):
+            await on_db_thread_async(store.put_writes, *rows, owner=owner)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await on_db_thread_async(store.delete_thread, thread_id)

@@ -9,15 +9,16 @@ further checkpoints, and it keeps the derived status the dashboard shows.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
+from durableruns.langgraph import sql
 from durableruns.models import (
     Approval,
     LangGraphBlob,
@@ -144,7 +145,13 @@ def put_checkpoint(
     graph: str = "",
     owner: str = "",
 ) -> None:
-    """Store one checkpoint row and the channel blobs new in it, atomically."""
+    """Store one checkpoint row and the channel blobs new in it, atomically: one
+    statement on Postgres (sql.py), a transaction here when that statement's fence
+    refused (a racing first checkpoint, or a closed thread, which raises) or on SQLite."""
+    if sql.put_checkpoint(
+        run_id_for(thread_id), thread_bytes(thread_id), ns, row, blobs, graph=graph, owner=owner
+    ):
+        return
     top = ns == ""
     with transaction.atomic():
         status = _status_of(thread_id, row) if top else None
@@ -228,8 +235,20 @@ def put_writes(
     replace what the task wrote before; a regular write re-sent keeps the first.
 
     A task's regular writes (most calls) take one INSERT: they change no status, and
-    the fence is checked when LangGraph checkpoints them (put_checkpoint)."""
-    if not owner and status is None and not approvals and all(r["idx"] >= 0 for r in rows):
+    the fence is checked when LangGraph checkpoints them (put_checkpoint). On
+    Postgres, writes that move the thread (a status, a worker's lease) are one
+    statement too; interrupts and resumes, which open or close approvals, take the
+    transaction below."""
+    fast = _one_statement_writes(thread_id, ns, checkpoint_id, rows, status, approvals, owner)
+    if fast is not None:
+        try:
+            if sql.put_writes(*fast[0], **fast[1]):
+                return
+        except IntegrityError:
+            pass  # the thread's first checkpoint is not stored yet: created below
+    resumed = {r["task_id"] for r in rows if r["channel"] == "__resume__"}
+    regular = not owner and status is None and all(r["idx"] >= 0 for r in rows)
+    if regular and not approvals and connection.vendor != "postgresql":
         try:
             LangGraphWrite.objects.bulk_create(
                 [
@@ -263,7 +282,6 @@ def put_writes(
             )
         if regular:
             LangGraphWrite.objects.bulk_create(regular, ignore_conflicts=True)
-        resumed = {r["task_id"] for r in rows if r["channel"] == "__resume__"}
         if resumed and ns == "":
             _close_answered_approvals(run_id, checkpoint_id, resumed)
         if approvals:
@@ -272,22 +290,127 @@ def put_writes(
             open_approvals(run_id, list(approvals))
 
 
-def find_checkpoints(
+def _one_statement_writes(
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str,
+    rows: Sequence[dict[str, Any]],
+    status: str | None,
+    approvals: Sequence[dict[str, Any]],
+    owner: str,
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """sql.put_writes's arguments, or None when the writes open or close approvals
+    (an interrupt, a resume), which take the transaction in put_writes."""
+    if approvals or any(r["channel"] == "__resume__" for r in rows):
+        return None
+    regular = not owner and status is None and all(r["idx"] >= 0 for r in rows)
+    return (
+        (run_id_for(thread_id), ns, checkpoint_id, rows),
+        {"status": status if ns == "" else None, "owner": owner, "fenced": not regular},
+    )
+
+
+async def aput_checkpoint(
+    thread_id: str,
+    ns: str,
+    row: dict[str, Any],
+    blobs: Sequence[tuple[str, str, str, bytes | None]],
+    *,
+    graph: str = "",
+    owner: str = "",
+) -> bool:
+    """put_checkpoint's one statement on the event loop's connection; False when the
+    caller must take put_checkpoint (not Postgres, or the fence refused)."""
+    return bool(
+        await sql.aput_checkpoint(
+            run_id_for(thread_id), thread_bytes(thread_id), ns, row, blobs, graph=graph, owner=owner
+        )
+    )
+
+
+async def aput_writes(
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str,
+    rows: Sequence[dict[str, Any]],
+    status: str | None,
+    approvals: Sequence[dict[str, Any]] = (),
+    owner: str = "",
+) -> bool:
+    """put_writes's one statement on the event loop's connection; False when the
+    caller must take put_writes."""
+    fast = _one_statement_writes(thread_id, ns, checkpoint_id, rows, status, approvals, owner)
+    if fast is None:
+        return False
+    try:
+        return bool(await sql.aput_writes(*fast[0], **fast[1]))
+    except IntegrityError:
+        return False
+
+
+async def afetch(
     thread_id: str | None,
     ns: str | None,
     checkpoint_id: str | None = None,
     before: str | None = None,
-) -> Iterable[LangGraphCheckpoint]:
+    limit: int | None = None,
+) -> list[tuple[Any, ...]] | None:
+    """fetch's one query on the event loop's connection; None when not Postgres."""
+    run_id = run_id_for(thread_id) if thread_id is not None else None
+    return await sql.afetch(run_id, ns, checkpoint_id, before, limit)
+
+
+def fetch(
+    thread_id: str | None,
+    ns: str | None,
+    checkpoint_id: str | None = None,
+    before: str | None = None,
+    limit: int | None = None,
+) -> list[tuple[Any, ...]]:
+    """Checkpoints newest first with their channel values and pending writes (see
+    sql.fetch for the shape): one query on Postgres, three per checkpoint here."""
+    run_id = run_id_for(thread_id) if thread_id is not None else None
+    found = sql.fetch(run_id, ns, checkpoint_id, before, limit)
+    if found is not None:
+        return found
     rows = LangGraphCheckpoint.objects.select_related("thread")
-    if thread_id is not None:
-        rows = rows.filter(thread_id=run_id_for(thread_id))
+    if run_id is not None:
+        rows = rows.filter(thread_id=run_id)
     if ns is not None:
         rows = rows.filter(checkpoint_ns=ns)
     if checkpoint_id:
         rows = rows.filter(checkpoint_id=checkpoint_id)
     if before:
         rows = rows.filter(checkpoint_id__lt=before)
-    return rows.order_by("-checkpoint_id", "thread_id", "checkpoint_ns")
+    rows = rows.order_by("-checkpoint_id", "thread_id", "checkpoint_ns")
+    if limit is not None:
+        rows = rows[: max(limit, 0)]
+    return [_record(row) for row in rows]
+
+
+def _record(row: LangGraphCheckpoint) -> tuple[Any, ...]:
+    ns = row.checkpoint_ns
+    blobs = [
+        (b.channel, b.type, b.blob)
+        for b in load_blobs(row.thread_id, ns, row.channel_versions)
+        if b.type != "empty"
+    ]
+    writes = [
+        (w.task_id, w.channel, w.type, w.blob)
+        for w in load_writes(row.thread_id, ns, row.checkpoint_id)
+    ]
+    return (
+        row.thread.thread_id_bytes,
+        ns,
+        row.checkpoint_id,
+        row.parent_checkpoint_id,
+        row.type,
+        row.checkpoint,
+        row.metadata_type,
+        row.metadata,
+        blobs,
+        writes,
+    )
 
 
 def load_blobs(run_id: str, ns: str, versions: dict[str, str]) -> list[LangGraphBlob]:

@@ -1,0 +1,176 @@
+"""Round trips per saver call on Postgres: a checkpoint, a task's writes and a read
+are one statement each (the ORM path took up to eleven and a transaction), and the
+one-statement paths keep the fence and the thread's derived status."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import InterfaceError, OperationalError, connection
+from langgraph.checkpoint.base import empty_checkpoint
+
+from durableruns.langgraph import AsyncDurableRunsSaver, ThreadClosed, native
+from durableruns.langgraph.saver import on_db_thread
+from durableruns.langgraph.store import run_id_for
+from durableruns.models import LangGraphCheckpoint, LangGraphThread, LangGraphWrite, Run
+from tests.langgraph.graphs import chain_builder
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement path"),
+]
+
+
+@pytest.fixture
+def statements(monkeypatch) -> Iterator[list[str]]:
+    """Every statement sent through psycopg (Django's cursors are psycopg cursors;
+    the async saver's own connection uses psycopg's async cursors), once the saver
+    thread's connection is open."""
+    on_db_thread(lambda: connection.ensure_connection())  # on the saver thread
+    sent: list[str] = []
+
+    def counted(method: Any) -> Any:
+        def wrapper(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(str(query))
+            return method(self, query, *args, **kwargs)
+
+        return wrapper
+
+    for cls in (psycopg.Cursor, psycopg.AsyncCursor):
+        for name in ("execute", "executemany"):
+            monkeypatch.setattr(cls, name, counted(getattr(cls, name)))
+    yield sent
+
+
+def _checkpoint(count: int) -> dict[str, Any]:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"count": count, "branch:to:n1": None}
+    checkpoint["channel_versions"] = {"count": str(count), "branch:to:n1": str(count)}
+    return checkpoint
+
+
+def _put(saver: Any, config: dict, count: int) -> dict:
+    return asyncio.run(
+        saver.aput(config, _checkpoint(count), {"source": "loop", "step": count}, {"count": count})
+    )
+
+
+def test_a_first_checkpoint_is_one_statement_and_creates_the_thread(statements):
+    saver = AsyncDurableRunsSaver(graph="chain")
+    thread = f"first-{uuid.uuid4()}"
+
+    _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+
+    assert len(statements) == 1
+    run = Run.objects.get(pk=run_id_for(thread))
+    assert (run.kind, run.agent, run.status, run.steps_used) == ("langgraph", "chain", "running", 1)
+    assert run.started_at is not None and run.finished_at is None
+    assert (run.max_steps, run.lease_owner, run.fence, run.legal_hold, run.secrets) == (
+        0,
+        "",
+        0,
+        False,
+        "",
+    )
+    assert run.input == {"thread_id": thread} and run.created_by is None
+    assert LangGraphThread.objects.get(pk=run.pk).thread_id == thread
+
+
+def test_checkpoints_writes_and_reads_are_one_statement_each(statements):
+    saver = AsyncDurableRunsSaver()
+    thread = f"steady-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    statements.clear()
+
+    second = _put(saver, first, 2)
+    asyncio.run(saver.aput_writes(second, [("count", 3)], "task-1"))
+    asyncio.run(saver.aput_writes(second, [("__error__", ValueError("boom"))], "task-2"))
+    found = asyncio.run(saver.aget_tuple({"configurable": {"thread_id": thread}}))
+    listed = asyncio.run(_all(saver.alist({"configurable": {"thread_id": thread}})))
+
+    assert len(statements) == 5, statements
+    assert found.checkpoint["channel_values"] == {"count": 2}
+    assert [(t, c) for t, c, _ in found.pending_writes] == [
+        ("task-1", "count"),
+        ("task-2", "__error__"),
+    ]
+    assert [t.checkpoint["channel_values"]["count"] for t in listed] == [2, 1]
+    run = Run.objects.get(pk=run_id_for(thread))
+    assert (run.status, run.steps_used) == ("failed", 2)
+
+
+def test_a_twenty_node_graph_takes_one_statement_per_checkpoint_and_per_task(statements):
+    graph = chain_builder(20).compile(checkpointer=AsyncDurableRunsSaver())
+
+    asyncio.run(graph.ainvoke({"count": 0}, {"configurable": {"thread_id": "chain-20"}}))
+
+    sent = len(statements)
+    run_id = run_id_for("chain-20")
+    checkpoints = LangGraphCheckpoint.objects.filter(thread_id=run_id).count()
+    tasks = (
+        LangGraphWrite.objects.filter(thread_id=run_id)
+        .values("checkpoint_id", "task_id")
+        .distinct()
+        .count()
+    )
+    # One read, then one statement per checkpoint (22) and per task's writes (21):
+    # the ORM path sent 117 statements in 22 transactions.
+    assert (checkpoints, tasks) == (22, 21)
+    assert sent == 1 + checkpoints + tasks
+    assert Run.objects.get(pk=run_id).status == "succeeded"
+
+
+def test_the_one_statement_checkpoint_is_fenced(statements):
+    saver = AsyncDurableRunsSaver()
+    thread = f"fenced-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    Run.objects.filter(pk=run_id_for(thread)).update(status=Run.Status.CANCELLED)
+
+    with pytest.raises(ThreadClosed, match="cancelled"):
+        _put(saver, first, 2)
+    with pytest.raises(ThreadClosed, match="cancelled"):
+        asyncio.run(saver.aput_writes(first, [("__error__", ValueError("x"))], "task-1"))
+
+    stored = LangGraphCheckpoint.objects.filter(thread_id=run_id_for(thread))
+    assert [c.checkpoint_id for c in stored] == [first["configurable"]["checkpoint_id"]]
+    assert not LangGraphWrite.objects.filter(thread_id=run_id_for(thread)).exists()
+    assert Run.objects.get(pk=run_id_for(thread)).status == "cancelled"
+
+
+async def _all(items: Any) -> list[Any]:
+    return [item async for item in items]
+
+
+def test_the_async_saver_reconnects_after_its_connection_is_killed():
+    saver = AsyncDurableRunsSaver()
+    thread = f"killed-{uuid.uuid4()}"
+
+    async def scenario() -> tuple[type, dict]:
+        first = await saver.aput(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            _checkpoint(1),
+            {"source": "loop", "step": 1},
+            {"count": 1},
+        )
+        pid = native._local.slot.conn.info.backend_pid
+        await asyncio.to_thread(_terminate, pid)
+        with pytest.raises((OperationalError, InterfaceError)) as refused:
+            await saver.aput(first, _checkpoint(2), {"source": "loop", "step": 2}, {"count": 2})
+        return refused.type, await saver.aput(
+            first, _checkpoint(3), {"source": "loop", "step": 3}, {"count": 3}
+        )
+
+    _, third = asyncio.run(scenario())
+
+    found = asyncio.run(saver.aget_tuple(third))
+    assert found.checkpoint["channel_values"] == {"count": 3}
+
+
+def _terminate(pid: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
