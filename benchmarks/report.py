@@ -354,6 +354,8 @@ def _size_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
     )
     return rows
+
+
 LANGGRAPH_MEASURES = (
     ("put_ms", "put, new thread"),
     ("put_existing_thread_ms", "put, existing thread"),

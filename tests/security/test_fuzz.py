@@ -190,10 +190,9 @@ def _snapshot() -> list[Any]:
         digests = []
         for model in SNAPSHOT_MODELS:
             table, pk = model._meta.db_table, model._meta.pk.column
-            cursor.execute(
-                f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t.{pk}), ''))"
-                f" FROM {table} t"
-            )
+            # Table and column names come from the models, never from input.
+            sql = f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t.{pk}), ''))"
+            cursor.execute(sql + f" FROM {table} t")
             digests.append(cursor.fetchone())
     return digests
 
