@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -42,6 +42,14 @@ _HOLD_OR_TAKE = (
     "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
     "AND pid = pg_backend_pid() AND granted AND classid = %s AND objid = %s AND objsubid = 2) "
     "THEN true ELSE pg_try_advisory_lock(%s, %s) END"
+)
+# A leader that is frozen, not dead (SIGSTOP, a hung call, a paused VM), keeps its
+# session and so the lock, and nothing would sweep again. Once the sweep is stale, a
+# follower ends the holder's session: that frees the lock for the next tick, and the
+# frozen leader, if it ever wakes, finds its connection gone and must win it back.
+_DEPOSE = (
+    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+    "AND granted AND classid = %s AND objid = %s AND objsubid = 2 AND pid <> pg_backend_pid()"
 )
 
 
@@ -117,12 +125,26 @@ class SweepLeader(threading.Thread):
             with connection.cursor() as cursor:
                 cursor.execute(_HOLD_OR_TAKE, [*LEADER_LOCK, *LEADER_LOCK])
                 was, self.leading = self.leading, bool(cursor.fetchone()[0])
+                if not self.leading:
+                    self._depose_a_frozen_leader(cursor)
         if self.leading and not was:
             log.info("sweeper: %s leads the sweep", self.name_for_log)
             self._next_sweep = 0.0
             for entry in self.jobs:
                 entry[1] = 0.0
         return self.leading
+
+    def _depose_a_frozen_leader(self, cursor: Any) -> None:
+        # Twice what /healthz calls stale: a slow sweep is not a frozen leader. None:
+        # no leader has swept yet, so there is nobody to depose.
+        age = last_sweep_age()
+        limit = settings.DURABLERUNS_SWEEP_STALE_AFTER * settings.DURABLERUNS_SWEEP_INTERVAL
+        if age is not None and age > 2 * limit:
+            cursor.execute(_DEPOSE, list(LEADER_LOCK))
+            if cursor.fetchall():
+                log.warning(
+                    "sweeper: the last sweep is %.0f s old; ended the leader's session", age
+                )
 
     def _hold_file_lock(self) -> bool:
         """The embedded setup (SQLite, one host): a file lock plays the advisory lock,
