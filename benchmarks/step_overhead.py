@@ -160,32 +160,36 @@ class FencedFloor:
         self.sql = (
             f"INSERT INTO durableruns_step ({store._STEP_COLUMNS}) "
             "SELECT id, %s, %s, 'compute', 'noop', '', %s, NULL, %s::jsonb, NULL, '', 1, now(), "
-            f"now(), 1, leases_taken, lease_owner {store._fence_guard()} FOR SHARE"
+            f"now(), 1, leases_taken, lease_owner, NULL {store._fence_guard()} FOR SHARE"
         )
         self.conn = psycopg.connect(url, autocommit=True)
         self.position = 0
+
+    def insert(self, result_text: str | None = None) -> None:
+        """One fenced step row; its result is the position unless `result_text` is given."""
+        position = self.position
+        self.position += 1
+        cursor = self.conn.execute(
+            self.sql,
+            [
+                position,
+                f"{position}-noop",
+                "0123456789abcdef",
+                json.dumps(position) if result_text is None else result_text,
+                self.run.id,
+                1,
+                "bench-floor",
+            ],
+            prepare=True,
+        )
+        if cursor.rowcount != 1:
+            raise RuntimeError("the fenced floor's fence check failed")
 
     def round(self) -> list[float]:
         times = []
         last = time.perf_counter()
         for _ in range(STEPS):
-            position = self.position
-            self.position += 1
-            cursor = self.conn.execute(
-                self.sql,
-                [
-                    position,
-                    f"{position}-noop",
-                    "0123456789abcdef",
-                    json.dumps(position),
-                    self.run.id,
-                    1,
-                    "bench-floor",
-                ],
-                prepare=True,
-            )
-            if cursor.rowcount != 1:
-                raise RuntimeError("the fenced floor's fence check failed")
+            self.insert()
             now = time.perf_counter()
             times.append(now - last)
             last = now
