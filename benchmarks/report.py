@@ -476,7 +476,9 @@ def _step_md(r: dict[str, Any]) -> list[str]:
 
 
 SIZE_LABELS = {
-    "floor": "floor: INSERT of a row carrying the payload (orjson), autocommit",
+    "floor": "floor: INSERT of a row carrying the payload (orjson), autocommit, "
+    "compressed as the step table is",
+    "floor_default": "the same floor, compressed as the server's default is (pglz)",
     "floor_fenced": "the engine's fenced INSERT ... SELECT ... FOR SHARE, bare psycopg, prepared",
     "engine": "**durableruns**: `executor.advance`, between step checkpoints",
     "langgraph": "LangGraph `PostgresSaver.put` of a checkpoint carrying the payload",

@@ -66,31 +66,49 @@ class Stamps:
 
 
 class Floor:
-    def __init__(self, url: str) -> None:
+    """A step-shaped row carrying the payload. Its `result` column is compressed as the
+    engine's step table's is (LZ4 since migration 0011), unless `compression` says
+    otherwise ("default": the server's, pglz, as every floor before 0011)."""
+
+    def __init__(self, url: str, table: str = "bench_floor_sized", compression: str = "") -> None:
         import psycopg
+        import psycopg.sql
 
         self.conn = psycopg.connect(url, autocommit=True)
+        self.table = table
+        compression = compression or _step_result_compression(self.conn)
         self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_floor_sized (run_id varchar(64) NOT NULL, "
+            f"CREATE TABLE IF NOT EXISTS {table} (run_id varchar(64) NOT NULL, "
             "position integer NOT NULL, step_id varchar(120) NOT NULL, kind varchar(10) NOT NULL,"
             " name varchar(100) NOT NULL, result jsonb, finished_at timestamptz NOT NULL, "
             "PRIMARY KEY (run_id, position))"
         )
+        self.conn.execute(f"ALTER TABLE {table} ALTER COLUMN result SET COMPRESSION {compression}")
+        self.insert = psycopg.sql.SQL(
+            "INSERT INTO {} VALUES (%s, %s, %s, 'compute', 'payload', %s::jsonb, now())"
+        ).format(psycopg.sql.Identifier(table))
 
     def round(self, value: Any) -> Stamps:
         run_id, stamps = uuid.uuid4().hex, Stamps()
         for position in range(STEPS):
             self.conn.execute(
-                "INSERT INTO bench_floor_sized VALUES (%s, %s, %s, 'compute', 'payload', "
-                "%s::jsonb, now())",
+                self.insert,
                 [run_id, position, f"{position}-payload", orjson.dumps(value).decode()],
             )
             stamps.take()
         return stamps
 
     def close(self) -> None:
-        self.conn.execute("DROP TABLE bench_floor_sized")
+        self.conn.execute(f"DROP TABLE {self.table}")
         self.conn.close()
+
+
+def _step_result_compression(conn: Any) -> str:
+    method = conn.execute(
+        "SELECT attcompression FROM pg_attribute "
+        "WHERE attrelid = 'durableruns_step'::regclass AND attname = 'result'"
+    ).fetchone()
+    return {"l": "lz4", "p": "pglz"}.get(method[0] if method else "", "default")
 
 
 class SizedFencedFloor(FencedFloor):
@@ -172,6 +190,7 @@ def measure_steps(quick: bool) -> dict[str, Any]:
     url = setup_django("_sizes")
     rounds = 3 if quick else 8
     floor, engine = Floor(libpq_url(url)), Engine()
+    floor_default = Floor(libpq_url(url), "bench_floor_default", "default")
     fenced = SizedFencedFloor(libpq_url(url))
     try:
         langgraph: Any = SizedLangGraph()
@@ -181,6 +200,7 @@ def measure_steps(quick: bool) -> dict[str, Any]:
     for label, value in SIZES.items():
         samples: dict[str, list[float]] = {
             "floor": [],
+            "floor_default": [],
             "floor_fenced": [],
             "engine": [],
             "langgraph": [],
@@ -189,6 +209,7 @@ def measure_steps(quick: bool) -> dict[str, Any]:
         engine.round(value)  # warm
         for _ in range(rounds):
             _record(samples["floor"], cpu["floor"], floor.round(value))
+            _record(samples["floor_default"], cpu["floor_default"], floor_default.round(value))
             _record(samples["floor_fenced"], cpu["floor_fenced"], fenced.round(value))
             _record(samples["engine"], cpu["engine"], engine.round(value))
             if not isinstance(langgraph, str):
@@ -208,6 +229,7 @@ def measure_steps(quick: bool) -> dict[str, Any]:
             },
         }
     floor.close()
+    floor_default.close()
     fenced.close()
     engine.close()
     if not isinstance(langgraph, str):

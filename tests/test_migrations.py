@@ -36,3 +36,26 @@ def test_a_fresh_sqlite_database_migrates(tmp_path):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.django_db
+def test_payload_columns_are_compressed_with_lz4_on_postgres():
+    """0011: a 2 KB or larger payload is compressed with LZ4, not pglz, on every table
+    the write path fills (section 1b of docs/benchmarks.md has the cost of each)."""
+    import importlib
+
+    from django.db import connection
+
+    columns = importlib.import_module("durableruns.migrations.0011_lz4_payloads").COLUMNS
+
+    if connection.vendor != "postgresql":
+        pytest.skip("column compression is a Postgres setting")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attrelid::regclass::text, attname, attcompression FROM pg_attribute "
+            "WHERE attrelid::regclass::text = ANY(%s) AND attnum > 0 AND NOT attisdropped",
+            [list(columns)],
+        )
+        found = {(table, column): method for table, column, method in cursor.fetchall()}
+    wanted = [(t, c) for t, names in columns.items() for c in names]
+    assert {key: found.get(key) for key in wanted} == dict.fromkeys(wanted, "l")
