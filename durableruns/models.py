@@ -132,7 +132,9 @@ class Step(models.Model):
         APPROVAL = "approval"
         SLEEP = "sleep"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: step_run_position leads with the run and serves every lookup
+    # by run, and each index is written on every checkpoint (0012 dropped two).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     position = models.PositiveIntegerField()
     step_id = models.CharField(max_length=120)
     kind = models.CharField(max_length=10, choices=Kind)
@@ -189,7 +191,8 @@ class Effect(models.Model):
         NOT_HAPPENED = "not_happened"
         ABORTED = "aborted"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects")
+    # Indexed by effect_run_position, which leads with the run (as Step.run).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects", db_index=False)
     position = models.PositiveIntegerField()
     idempotency_key = models.CharField(max_length=255, unique=True)
     tool = models.CharField(max_length=100)

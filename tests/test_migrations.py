@@ -59,3 +59,15 @@ def test_payload_columns_are_compressed_with_lz4_on_postgres():
         found = {(table, column): method for table, column, method in cursor.fetchall()}
     wanted = [(t, c) for t, names in columns.items() for c in names]
     assert {key: found.get(key) for key in wanted} == dict.fromkeys(wanted, "l")
+
+
+@pytest.mark.django_db
+def test_a_checkpoint_writes_no_index_it_does_not_need():
+    """Every index on the step table is written on every checkpoint: the key and the
+    (run, position) constraint, which also serves lookups by run (0012)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, "durableruns_step")
+    indexed = sorted(tuple(c["columns"]) for c in constraints.values() if c["index"] or c["unique"])
+    assert indexed == [("id",), ("run_id", "position")]
