@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -111,6 +113,39 @@ class Run(models.Model):
         if self.kind == self.Kind.LANGGRAPH:
             return LANGGRAPH_STATUS_LABELS.get(self.status, self.get_status_display())
         return self.get_status_display()
+
+    @staticmethod
+    def fill_langgraph_activity(runs: Iterable[Run]) -> None:
+        """Set the langgraph threads' steps_used (their root checkpoints, LangGraph's
+        supersteps) and updated_at (their newest checkpoint, when newer), counted from
+        the checkpoints in one query: a checkpoint does not write its Run row, which
+        made LangGraph's `put` three times slower than AsyncPostgresSaver's
+        (docs/benchmarks.md). Every page and API answer that shows them calls this."""
+        threads = {
+            run.pk: run
+            for run in runs
+            if run.kind == Run.Kind.LANGGRAPH and not hasattr(run, "_langgraph_activity")
+        }
+        if not threads:
+            return
+        found = {
+            thread: (steps, last)
+            for thread, steps, last in LangGraphCheckpoint.objects.filter(thread_id__in=threads)
+            .order_by()
+            .values("thread_id")
+            .annotate(
+                steps=models.Count("id", filter=Q(checkpoint_ns="")),
+                last=models.Max("created_at"),
+            )
+            .values_list("thread_id", "steps", "last")
+        }
+        for pk, run in threads.items():
+            steps, last = found.get(pk, (0, None))
+            run.steps_used = steps
+            fresher = last is not None and "updated_at" not in run.get_deferred_fields()
+            if fresher and (run.updated_at is None or last > run.updated_at):
+                run.updated_at = last
+            run._langgraph_activity = True
 
 
 # A langgraph Run's status: running, interrupted (an interrupt awaits a decision),

@@ -72,7 +72,15 @@ def _usable(conn: psycopg.AsyncConnection[Any]) -> bool:
 async def _connect(db: Any) -> psycopg.AsyncConnection[Any]:
     params = db.get_connection_params()
     params.pop("cursor_factory", None)
+    if _prepare(db):
+        # Django's parameters carry prepare_threshold=None, with which psycopg ignores
+        # prepare=True: every checkpoint's statement was parsed and planned again
+        # (half of `aput`). A threshold no query reaches prepares only when asked.
+        params["prepare_threshold"] = ONLY_WHEN_ASKED
     return await psycopg.AsyncConnection.connect(**params, autocommit=True)
+
+
+ONLY_WHEN_ASKED = 2**62
 
 
 def _prepare(db: Any) -> bool | None:

@@ -85,6 +85,11 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
             cursor.execute(sql, params)
             return cursor.fetchall()
     db.ensure_connection()
+    if db.connection.prepare_threshold is None:
+        # As the engine's hot cursor: Django connects with prepare_threshold=None,
+        # with which psycopg ignores prepare=True; Django's own (client-bound) queries
+        # never prepare whatever the threshold.
+        db.connection.prepare_threshold = native.ONLY_WHEN_ASKED
     with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
         return cursor.fetchall()
@@ -95,39 +100,42 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
 
 @cache
 def _put_sql(top: bool, leased: bool, create: bool) -> str:
-    # A root checkpoint sets the thread's status: failed or interrupted when a task's
-    # error or interrupt is already recorded against it (LangGraph saves checkpoints
-    # in the background), else running while nodes remain, idle when none do.
-    status = ""
-    if top:
-        status = (
-            ", status = moved_status.s, finished_at = CASE WHEN moved_status.s = 'running' "
-            "THEN NULL ELSE STATEMENT_TIMESTAMP() END, steps_used = steps_used + 1"
+    if leased:
+        # A worker resuming the thread extends its lease at every checkpoint: that
+        # UPDATE is the fence, and sets a root checkpoint's status with it.
+        fence = (
+            f"fence AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)}"
+            f"{_EXTEND} {'FROM moved_status ' if top else ''}WHERE {_OPEN}{_LEASED} "
+            f"RETURNING {RUN}.id), "
         )
-    seen = (
-        f"moved_status AS (SELECT CASE WHEN bool_or(channel = '__error__') THEN 'failed' "
-        f"WHEN bool_or(channel = '__interrupt__') AND NOT bool_or(channel = '__resume__') "
-        f"THEN 'awaiting_approval' WHEN %(has_next)s THEN 'running' ELSE 'succeeded' END AS s "
-        f"FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
-        f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0), "
-    )
-    moved = (
-        f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){status}"
-        f"{_EXTEND if leased else ''} {'FROM moved_status ' if top else ''}"
-        f"WHERE {_OPEN}{_LEASED if leased else ''} RETURNING {RUN}.id), "
-    )
+        moved = ""
+    else:
+        # A row lock, not an UPDATE: a cancel or a redaction committing meanwhile is
+        # waited for and then refuses the write, and no new version of the Run row (its
+        # twelve indexes) is written per checkpoint. A root checkpoint takes the lock
+        # it may upgrade to (its status UPDATE), so two writers cannot deadlock.
+        lock = "FOR NO KEY UPDATE" if top else "FOR SHARE"
+        fence = f"fence AS (SELECT id, status FROM {RUN} WHERE {_OPEN} {lock}), "
+        # The Run row changes only when the status does: rarely (start, interrupt, end).
+        moved = (
+            f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)} "
+            f"FROM fence, moved_status WHERE {RUN}.id = fence.id "
+            f"AND fence.status <> moved_status.s), "
+            if top
+            else ""
+        )
     if create:
         created = (
             f"created AS (%(insert_run)s ON CONFLICT (id) DO NOTHING RETURNING id), "
             f"new_thread AS (INSERT INTO {THREAD} (run_id, thread_id_bytes) "
             f"SELECT id, %(thread_bytes)s FROM created ON CONFLICT DO NOTHING), "
-            f"fenced AS (SELECT id FROM moved UNION ALL SELECT id FROM created), "
+            f"fenced AS (SELECT id FROM fence UNION ALL SELECT id FROM created), "
         )
     else:
-        created = "fenced AS (SELECT id FROM moved), "
+        created = "fenced AS (SELECT id FROM fence), "
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _CHECKPOINT_COLUMNS)
     return (
-        f"WITH {seen if top else ''}{moved}{created}"
+        f"WITH {_MOVED_STATUS if top else ''}{fence}{moved}{created}"
         f"blobs AS (INSERT INTO {BLOB} (thread_id, checkpoint_ns, channel, version, type, blob) "
         f"SELECT fenced.id, %(ns)s, b.c, b.v, b.t, b.b FROM fenced, unnest("
         f"%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)s::bytea[]) "
@@ -140,6 +148,27 @@ def _put_sql(top: bool, leased: bool, create: bool) -> str:
         f"%(lg_run_id)s, STATEMENT_TIMESTAMP() FROM fenced "
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET {updates}) "
         f"SELECT count(*) FROM fenced"
+    )
+
+
+# A root checkpoint's status: failed or interrupted when a task's error or interrupt
+# is already recorded against it (LangGraph saves checkpoints in the background), else
+# running while nodes remain, idle when none do.
+_MOVED_STATUS = (
+    f"moved_status AS (SELECT CASE WHEN bool_or(channel = '__error__') THEN 'failed' "
+    f"WHEN bool_or(channel = '__interrupt__') AND NOT bool_or(channel = '__resume__') "
+    f"THEN 'awaiting_approval' WHEN %(has_next)s THEN 'running' ELSE 'succeeded' END AS s "
+    f"FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
+    f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0), "
+)
+
+
+def _status(top: bool) -> str:
+    if not top:
+        return ""
+    return (
+        ", status = moved_status.s, finished_at = CASE WHEN moved_status.s = 'running' "
+        "THEN NULL ELSE STATEMENT_TIMESTAMP() END"
     )
 
 
@@ -195,7 +224,7 @@ def _checkpoint_statement(
         status = Run.Status.RUNNING if row["next_nodes"] or not top else Run.Status.SUCCEEDED
         insert, fields = _compiled_run_insert(db.alias)
         sql = _with_insert(sql, insert)
-        params.update(_run_values(db, fields, run_id, thread_bytes, graph, status, top))
+        params.update(_run_values(db, fields, run_id, thread_bytes, graph, status))
         params["thread_bytes"] = thread_bytes
     return sql, params
 
@@ -222,7 +251,6 @@ _RUN_VARIABLE = (
     "agent",
     "input",
     "status",
-    "steps_used",
     "started_at",
     "finished_at",
     "created_at",
@@ -231,7 +259,7 @@ _RUN_VARIABLE = (
 
 
 def _run_values(
-    db: Any, fields: list[Any], run_id: str, thread_bytes: bytes, graph: str, status: str, top: bool
+    db: Any, fields: list[Any], run_id: str, thread_bytes: bytes, graph: str, status: str
 ) -> dict[str, Any]:
     """The new thread's Run: its values for the INSERT's named parameters."""
     from durableruns.langgraph.store import printable
@@ -243,7 +271,6 @@ def _run_values(
         agent=graph or "langgraph",
         input={"thread_id": printable(thread_bytes.decode("utf-8", "surrogatepass"))},
         status=status,
-        steps_used=1 if top else 0,
         started_at=now,
         finished_at=None if status == Run.Status.RUNNING else now,
         **_RUN_CONSTANTS,
@@ -251,7 +278,14 @@ def _run_values(
     return {f"run_{f.attname}": f.get_db_prep_save(f.pre_save(run, True), db) for f in fields}
 
 
-_RUN_CONSTANTS: dict[str, Any] = {"agent_version": "", "max_steps": 0, "max_duration_seconds": 0}
+# steps_used stays 0: a thread's steps are counted from its checkpoints when shown
+# (Run.fill_langgraph_activity), so that a checkpoint need not write the Run row.
+_RUN_CONSTANTS: dict[str, Any] = {
+    "agent_version": "",
+    "max_steps": 0,
+    "max_duration_seconds": 0,
+    "steps_used": 0,
+}
 
 
 @cache

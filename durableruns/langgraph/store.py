@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.db.models.functions import Now
 
 from durableruns.langgraph import sql
@@ -60,7 +60,6 @@ def touch(
     thread_id: str,
     *,
     status: str | None = None,
-    step: bool = False,
     graph: str = "",
     owner: str = "",
 ) -> str:
@@ -74,8 +73,6 @@ def touch(
     if status:
         updates["status"] = status
         updates["finished_at"] = None if status == RUNNING else Now()
-    if step:
-        updates["steps_used"] = F("steps_used") + 1
     open_thread = Run.objects.filter(
         pk=run_id, kind=Run.Kind.LANGGRAPH, redacted_at__isnull=True
     ).exclude(status=Run.Status.CANCELLED)
@@ -155,7 +152,7 @@ def put_checkpoint(
     top = ns == ""
     with transaction.atomic():
         status = _status_of(thread_id, row) if top else None
-        run_id = touch(thread_id, status=status, step=top, graph=graph, owner=owner)
+        run_id = touch(thread_id, status=status, graph=graph, owner=owner)
         if blobs:
             LangGraphBlob.objects.bulk_create(
                 [

@@ -40,6 +40,20 @@ def test_it_lists_a_thread_as_an_interrupted_langgraph_run(client, alice):
     assert ">interrupted</span>" in page
 
 
+def test_the_runs_list_and_its_poll_count_a_threads_checkpoints_as_steps(client, alice):
+    chain_builder(3).compile(checkpointer=DurableRunsSaver()).invoke({"count": 0}, _config("steps"))
+    run_id = run_id_for("steps")
+    client.force_login(alice)
+
+    listed = client.get("/").content.decode()
+    polled = client.get(f"/runs-statuses/?run={run_id}").content.decode()
+
+    # Input, three nodes, the end: five supersteps, though no checkpoint wrote the Run row.
+    assert Run.objects.get(pk=run_id).steps_used == 0
+    assert f'<span id="steps-{run_id}">5 / 0</span>' in listed
+    assert f'id="steps-{run_id}"' in polled and "5 / 0" in polled
+
+
 def test_the_run_page_shows_nodes_writes_state_and_fork_points(client, alice):
     graph = refund_builder().compile(checkpointer=DurableRunsSaver())
     graph.invoke({"order": "P-1"}, _config("paged"))

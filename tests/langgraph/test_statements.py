@@ -67,7 +67,7 @@ def test_a_first_checkpoint_is_one_statement_and_creates_the_thread(statements):
     _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
 
     assert len(statements) == 1
-    run = Run.objects.get(pk=run_id_for(thread))
+    run = _filled(thread)
     assert (run.kind, run.agent, run.status, run.steps_used) == ("langgraph", "chain", "running", 1)
     assert run.started_at is not None and run.finished_at is None
     assert (run.max_steps, run.lease_owner, run.fence, run.legal_hold, run.secrets) == (
@@ -100,7 +100,7 @@ def test_checkpoints_writes_and_reads_are_one_statement_each(statements):
         ("task-2", "__error__"),
     ]
     assert [t.checkpoint["channel_values"]["count"] for t in listed] == [2, 1]
-    run = Run.objects.get(pk=run_id_for(thread))
+    run = _filled(thread)
     assert (run.status, run.steps_used) == ("failed", 2)
 
 
@@ -140,6 +140,62 @@ def test_the_one_statement_checkpoint_is_fenced(statements):
     assert [c.checkpoint_id for c in stored] == [first["configurable"]["checkpoint_id"]]
     assert not LangGraphWrite.objects.filter(thread_id=run_id_for(thread)).exists()
     assert Run.objects.get(pk=run_id_for(thread)).status == "cancelled"
+
+
+def _filled(thread: str) -> Run:
+    run = Run.objects.get(pk=run_id_for(thread))
+    Run.fill_langgraph_activity([run])
+    return run
+
+
+def _row_version(thread: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text FROM durableruns_run WHERE id = %s", [run_id_for(thread)])
+        return cursor.fetchone()[0]
+
+
+def test_a_checkpoint_writes_the_run_row_only_when_the_status_changes():
+    saver = AsyncDurableRunsSaver()
+    thread = f"quiet-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    created = _row_version(thread)
+
+    second = _put(saver, first, 2)
+    third = _put(saver, second, 3)
+
+    # Still running: the Run row is the one the first checkpoint created, while its
+    # steps and last activity are read from the checkpoints.
+    assert _row_version(thread) == created
+    run = _filled(thread)
+    assert (run.status, run.steps_used) == ("running", 3)
+    newest = LangGraphCheckpoint.objects.filter(thread_id=run.pk).order_by("-created_at")[0]
+    assert run.updated_at == newest.created_at
+    # The thread's last checkpoint has nothing left to run: idle, which the Run records.
+    done = _checkpoint(4)
+    done["channel_values"].pop("branch:to:n1")
+    asyncio.run(saver.aput(third, done, {"source": "loop", "step": 4}, {"count": 4}))
+    run = _filled(thread)
+    assert _row_version(thread) != created
+    assert (run.status, run.steps_used, run.finished_at is not None) == ("succeeded", 4, True)
+
+
+def test_the_async_saver_prepares_its_statements():
+    saver = AsyncDurableRunsSaver()
+    thread = f"prepared-{uuid.uuid4()}"
+    config = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+
+    async def prepared() -> list[str]:
+        for count in range(2, 4):
+            nonlocal config
+            config = await saver.aput(
+                config, _checkpoint(count), {"source": "loop", "step": count}, {"count": count}
+            )
+        conn = native._local.slot.conn
+        cursor = await conn.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in await cursor.fetchall()]
+
+    # Django connects with prepare_threshold=None, with which psycopg ignored prepare=True.
+    assert any("INSERT INTO durableruns_langgraphcheckpoint" in s for s in asyncio.run(prepared()))
 
 
 async def _all(items: Any) -> list[Any]:
