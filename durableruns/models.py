@@ -576,9 +576,12 @@ class LangGraphThread(models.Model):
         return bytes(self.thread_id_bytes).decode("utf-8", "surrogatepass")
 
 
+# The LangGraph tables' thread foreign keys take no index of their own: each table's
+# unique constraint starts with the thread, and serves its lookups. Every index is
+# written at every checkpoint (docs/benchmarks.md, the LangGraph section).
 class LangGraphCheckpoint(models.Model):
     thread = models.ForeignKey(
-        LangGraphThread, on_delete=models.CASCADE, related_name="checkpoints"
+        LangGraphThread, on_delete=models.CASCADE, related_name="checkpoints", db_index=False
     )
     checkpoint_ns = models.TextField(default="", blank=True)
     checkpoint_id = models.TextField()
@@ -592,7 +595,7 @@ class LangGraphCheckpoint(models.Model):
     next_nodes = models.JSONField(default=list)
     step = models.IntegerField(null=True)
     source = models.TextField(default="", blank=True)
-    lg_run_id = models.TextField(default="", blank=True, db_index=True)
+    lg_run_id = models.TextField(default="", blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -601,6 +604,8 @@ class LangGraphCheckpoint(models.Model):
                 fields=["thread", "checkpoint_ns", "checkpoint_id"], name="lg_checkpoint_unique"
             ),
         ]
+        # For delete_for_runs (equality only: no pattern-ops twin, as db_index made).
+        indexes = [models.Index(fields=["lg_run_id"], name="lg_checkpoint_run")]
 
     def __str__(self) -> str:
         return f"{self.thread_id} {self.checkpoint_ns}:{self.checkpoint_id}"
@@ -609,7 +614,9 @@ class LangGraphCheckpoint(models.Model):
 class LangGraphBlob(models.Model):
     """One channel value at one version (shared by the checkpoints that saw it)."""
 
-    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(
+        LangGraphThread, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     checkpoint_ns = models.TextField(default="", blank=True)
     channel = models.TextField()
     version = models.TextField()
@@ -630,7 +637,9 @@ class LangGraphBlob(models.Model):
 class LangGraphWrite(models.Model):
     """A pending write of a task against a checkpoint (node output, error, interrupt)."""
 
-    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="writes")
+    thread = models.ForeignKey(
+        LangGraphThread, on_delete=models.CASCADE, related_name="writes", db_index=False
+    )
     checkpoint_ns = models.TextField(default="", blank=True)
     checkpoint_id = models.TextField()
     task_id = models.TextField()

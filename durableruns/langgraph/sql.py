@@ -24,7 +24,6 @@ import psycopg.sql
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.sql import InsertQuery
-from django.utils import timezone
 
 from durableruns.langgraph import native
 from durableruns.models import (
@@ -117,10 +116,12 @@ def _put_sql(top: bool, leased: bool, create: bool) -> str:
         lock = "FOR NO KEY UPDATE" if top else "FOR SHARE"
         fence = f"fence AS (SELECT id, status FROM {RUN} WHERE {_OPEN} {lock}), "
         # The Run row changes only when the status does: rarely (start, interrupt, end).
+        # Found by the parameter, not by a join with the fence: planned on an empty
+        # table, the join was a sequential scan of every Run, at every checkpoint.
         moved = (
             f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)} "
-            f"FROM fence, moved_status WHERE {RUN}.id = fence.id "
-            f"AND fence.status <> moved_status.s), "
+            f"FROM moved_status WHERE {RUN}.id = %(run)s AND {RUN}.status <> moved_status.s "
+            f"AND EXISTS (SELECT FROM fence)), "
             if top
             else ""
         )
@@ -222,9 +223,8 @@ def _checkpoint_statement(
         # The Run's INSERT comes from Django's compiler, so it follows the model's
         # columns and defaults; its placeholders are spliced in positionally.
         status = Run.Status.RUNNING if row["next_nodes"] or not top else Run.Status.SUCCEEDED
-        insert, fields = _compiled_run_insert(db.alias)
-        sql = _with_insert(sql, insert)
-        params.update(_run_values(db, fields, run_id, thread_bytes, graph, status))
+        sql = _with_insert(sql, _compiled_run_insert(db.alias))
+        params.update(_run_values(db, run_id, thread_bytes, graph, status))
         params["thread_bytes"] = thread_bytes
     return sql, params
 
@@ -245,39 +245,36 @@ def _with_insert(sql: str, insert: str) -> str:
     return sql.replace("%(insert_run)s", insert, 1)
 
 
-# The new Run's columns that differ between threads; the others are constants.
-_RUN_VARIABLE = (
-    "id",
-    "agent",
-    "input",
-    "status",
-    "started_at",
-    "finished_at",
-    "created_at",
-    "updated_at",
-)
+# The new Run's columns that differ between threads; its times are the statement's,
+# and the other columns are constants.
+_RUN_VARIABLE = ("id", "agent", "input", "status")
+_RUN_NOW = {
+    "started_at": "STATEMENT_TIMESTAMP()",
+    "created_at": "STATEMENT_TIMESTAMP()",
+    "updated_at": "STATEMENT_TIMESTAMP()",
+    "finished_at": (
+        "CASE WHEN %(run_status)s::varchar = 'running' THEN NULL ELSE STATEMENT_TIMESTAMP() END"
+    ),
+}
 
 
 def _run_values(
-    db: Any, fields: list[Any], run_id: str, thread_bytes: bytes, graph: str, status: str
+    db: Any, run_id: str, thread_bytes: bytes, graph: str, status: str
 ) -> dict[str, Any]:
-    """The new thread's Run: its values for the INSERT's named parameters."""
+    """The new thread's Run: its values for the INSERT's named parameters (no model
+    instance: building one cost a tenth of a first checkpoint)."""
     from durableruns.langgraph.store import printable
 
-    now = timezone.now()
-    run = Run(
-        id=run_id,
-        kind=Run.Kind.LANGGRAPH,
-        agent=graph or "langgraph",
-        input={"thread_id": printable(thread_bytes.decode("utf-8", "surrogatepass"))},
-        status=status,
-        started_at=now,
-        finished_at=None if status == Run.Status.RUNNING else now,
-        **_RUN_CONSTANTS,
-    )
-    return {f"run_{f.attname}": f.get_db_prep_save(f.pre_save(run, True), db) for f in fields}
+    thread_id = printable(thread_bytes.decode("utf-8", "surrogatepass"))
+    return {
+        "run_id": run_id,
+        "run_agent": graph or "langgraph",
+        "run_input": _INPUT.get_db_prep_save({"thread_id": thread_id}, db),
+        "run_status": status,
+    }
 
 
+_INPUT = Run._meta.get_field("input")
 # steps_used stays 0: a thread's steps are counted from its checkpoints when shown
 # (Run.fill_langgraph_activity), so that a checkpoint need not write the Run row.
 _RUN_CONSTANTS: dict[str, Any] = {
@@ -289,11 +286,11 @@ _RUN_CONSTANTS: dict[str, Any] = {
 
 
 @cache
-def _compiled_run_insert(alias: str) -> tuple[str, list[Any]]:
+def _compiled_run_insert(alias: str) -> str:
     """Django's INSERT of a langgraph Run, compiled once (0.6 ms per call): the
-    columns that vary take named parameters, the constants are inlined (fewer
-    parameters, so psycopg caches the statement's conversion), database defaults
-    stay DEFAULT. Returns the SQL and the fields that take parameters."""
+    columns that vary take named parameters, the times are the statement's, the
+    constants are inlined (fewer parameters, so psycopg caches the statement's
+    conversion), database defaults stay DEFAULT."""
     db = connections[alias]
     sample = Run(id="", kind=Run.Kind.LANGGRAPH, agent="", input={}, **_RUN_CONSTANTS)
     fields = list(Run._meta.concrete_fields)
@@ -304,15 +301,19 @@ def _compiled_run_insert(alias: str) -> tuple[str, list[Any]]:
     parts = sql.split("%s")
     if not len(with_values) == len(values) == len(parts) - 1:
         raise RuntimeError("the Run INSERT's parameters do not match its fields")
-    variable = [f for f in with_values if f.attname in _RUN_VARIABLE]
-    if len(variable) != len(_RUN_VARIABLE):
+    named = {f.attname for f in with_values} & {*_RUN_VARIABLE, *_RUN_NOW}
+    if named != {*_RUN_VARIABLE, *_RUN_NOW}:
         raise RuntimeError("a Run column the LangGraph saver sets is missing")
-    slots = [
-        f"%(run_{f.attname})s" if f in variable else psycopg.sql.Literal(v).as_string(None)
-        for f, v in zip(with_values, values, strict=True)
-    ]
-    spliced = "".join(p + slots[i] for i, p in enumerate(parts[:-1])) + parts[-1]
-    return spliced, variable
+
+    def slot(field: Any, value: Any) -> str:
+        if field.attname in _RUN_VARIABLE:
+            return f"%(run_{field.attname})s"
+        if field.attname in _RUN_NOW:
+            return _RUN_NOW[field.attname]
+        return psycopg.sql.Literal(value).as_string(None)
+
+    slots = [slot(f, v) for f, v in zip(with_values, values, strict=True)]
+    return "".join(p + slots[i] for i, p in enumerate(parts[:-1])) + parts[-1]
 
 
 # --- put_writes --------------------------------------------------------------------
