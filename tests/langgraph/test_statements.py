@@ -193,10 +193,15 @@ def test_the_async_saver_prepares_its_statements():
             )
         conn = native._local.slot.conn
         cursor = await conn.execute("SELECT statement FROM pg_prepared_statements")
-        return [row[0] for row in await cursor.fetchall()]
+        statements = [row[0] for row in await cursor.fetchall()]
+        cursor = await conn.execute("SHOW enable_seqscan")
+        return statements, (await cursor.fetchone())[0]
 
+    statements, seqscan = asyncio.run(prepared())
     # Django connects with prepare_threshold=None, with which psycopg ignored prepare=True.
-    assert any("INSERT INTO durableruns_langgraphcheckpoint" in s for s in asyncio.run(prepared()))
+    assert any("INSERT INTO durableruns_langgraphcheckpoint" in s for s in statements)
+    # A plan kept from when the tables were empty must not scan every Run later on.
+    assert seqscan == "off"
 
 
 async def _all(items: Any) -> list[Any]:
