@@ -98,7 +98,7 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
 
 
 @cache
-def _put_sql(top: bool, leased: bool, create: bool) -> str:
+def _put_sql(top: bool, leased: bool, create: bool, blobs: int) -> str:
     if leased:
         # A worker resuming the thread extends its lease at every checkpoint: that
         # UPDATE is the fence, and sets a root checkpoint's status with it.
@@ -137,10 +137,7 @@ def _put_sql(top: bool, leased: bool, create: bool) -> str:
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _CHECKPOINT_COLUMNS)
     return (
         f"WITH {_MOVED_STATUS if top else ''}{fence}{moved}{created}"
-        f"blobs AS (INSERT INTO {BLOB} (thread_id, checkpoint_ns, channel, version, type, blob) "
-        f"SELECT fenced.id, %(ns)s, b.c, b.v, b.t, b.b FROM fenced, unnest("
-        f"%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)s::bytea[]) "
-        f"AS b(c, v, t, b) ON CONFLICT DO NOTHING), "
+        f"{_blobs_cte(blobs)}"
         f"saved AS (INSERT INTO {CHECKPOINT} (thread_id, checkpoint_ns, checkpoint_id, "
         f"{', '.join(_CHECKPOINT_COLUMNS)}, created_at) "
         f"SELECT fenced.id, %(ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s, %(type)s, "
@@ -149,6 +146,16 @@ def _put_sql(top: bool, leased: bool, create: bool) -> str:
         f"%(lg_run_id)s, STATEMENT_TIMESTAMP() FROM fenced "
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET {updates}) "
         f"SELECT count(*) FROM fenced"
+    )
+
+
+def _blobs_cte(rows: int) -> str:
+    if not rows:
+        return ""  # small values are inline, in the checkpoint row
+    return (
+        f"blobs AS (INSERT INTO {BLOB} (thread_id, checkpoint_ns, channel, version, type, blob) "
+        f"SELECT fenced.id, %(ns)s, b.c, b.v, b.t, b.b FROM fenced, {_rows(_BLOB_FIELDS, rows)} "
+        f"AS b(c, v, t, b) ON CONFLICT DO NOTHING), "
     )
 
 
@@ -211,14 +218,11 @@ def _checkpoint_statement(
         "has_next": bool(row["next_nodes"]),
         "channel_versions": json.dumps(row["channel_versions"]),
         "next_nodes": json.dumps(row["next_nodes"]),
-        "channels": [b[0] for b in blobs],
-        "versions": [b[1] for b in blobs],
-        "types": [b[2] for b in blobs],
-        "blobs": [b[3] for b in blobs],
+        **_row_params(_BLOB_FIELDS, list(blobs)),
         "owner": owner,
         "ttl": timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL),
     }
-    sql = _put_sql(top, bool(owner), create)
+    sql = _put_sql(top, bool(owner), create, _bucket(len(blobs)))
     if create:
         # The Run's INSERT comes from Django's compiler, so it follows the model's
         # columns and defaults; its placeholders are spliced in positionally.
@@ -227,6 +231,11 @@ def _checkpoint_statement(
         params.update(_run_values(db, run_id, thread_bytes, graph, status))
         params["thread_bytes"] = thread_bytes
     return sql, params
+
+
+def _bucket(rows: int) -> int:
+    """The row count a statement is made for: exact up to VALUES_ROWS, then arrays."""
+    return rows if rows <= VALUES_ROWS else VALUES_ROWS + 1
 
 
 def _checkpoint_stored(run_id: str, result: list[tuple[Any, ...]]) -> bool:
@@ -320,7 +329,7 @@ def _compiled_run_insert(alias: str) -> str:
 
 
 @cache
-def _writes_sql(fenced: bool, leased: bool, status: bool) -> str:
+def _writes_sql(fenced: bool, leased: bool, status: bool, rows: int) -> str:
     # Special writes (error, interrupt, resume: negative idx) replace what the task
     # wrote before; a regular write re-sent keeps the first.
     source = "moved.id" if fenced else "%(run)s"
@@ -328,9 +337,8 @@ def _writes_sql(fenced: bool, leased: bool, status: bool) -> str:
         f"INSERT INTO {WRITE} (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, "
         f"idx, channel, type, blob, created_at) "
         f"SELECT {source}, %(ns)s, %(checkpoint_id)s, w.task_id, w.task_path, w.idx, w.channel, "
-        f"w.type, w.blob, STATEMENT_TIMESTAMP() FROM {'moved, ' if fenced else ''}unnest("
-        f"%(task_ids)s::text[], %(task_paths)s::text[], %(idxs)s::integer[], "
-        f"%(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[]) "
+        f"w.type, w.blob, STATEMENT_TIMESTAMP() "
+        f"FROM {'moved, ' if fenced else ''}{_rows(_WRITE_FIELDS, rows)} "
         f"AS w(task_id, task_path, idx, channel, type, blob) "
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET "
         f"channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, "
@@ -350,6 +358,41 @@ def _writes_sql(fenced: bool, leased: bool, status: bool) -> str:
         f"WHERE {_OPEN}{_LEASED if leased else ''} RETURNING {RUN}.id), "
         f"written AS ({insert}) SELECT count(*) FROM moved"
     )
+
+
+# A task's writes and a checkpoint's new blobs, a few rows, go in as VALUES rows:
+# the same INSERT from unnest() of six arrays took 0.2 ms more (array parameters
+# parsed and unnested per call). Many rows go in as arrays (one statement per count).
+VALUES_ROWS = 8
+_WRITE_FIELDS = (
+    ("task_id", "text"),
+    ("task_path", "text"),
+    ("idx", "integer"),
+    ("channel", "text"),
+    ("type", "text"),
+    ("blob", "bytea"),
+)
+_BLOB_FIELDS = (
+    ("blob_channel", "text"),
+    ("blob_version", "text"),
+    ("blob_type", "text"),
+    ("blob_data", "bytea"),
+)
+
+
+def _rows(fields: tuple[tuple[str, str], ...], rows: int) -> str:
+    """The rows' source: VALUES with a parameter per value, or unnest() of arrays."""
+    if not 0 < rows <= VALUES_ROWS:
+        return "unnest(" + ", ".join(f"%({f}s)s::{t}[]" for f, t in fields) + ")"
+    values = ("(" + ", ".join(f"%({f}_{i})s::{t}" for f, t in fields) + ")" for i in range(rows))
+    return "(VALUES " + ", ".join(values) + ")"
+
+
+def _row_params(fields: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """_rows's parameters for rows of values in the order of `fields`."""
+    if not 0 < len(rows) <= VALUES_ROWS:
+        return {f"{f}s": [r[j] for r in rows] for j, (f, _) in enumerate(fields)}
+    return {f"{f}_{i}": r[j] for i, r in enumerate(rows) for j, (f, _) in enumerate(fields)}
 
 
 def put_writes(*args: Any, **kwargs: Any) -> bool | None:
@@ -384,18 +427,13 @@ def _writes_statement(
         "run": run_id,
         "ns": ns,
         "checkpoint_id": checkpoint_id,
-        "task_ids": [r["task_id"] for r in rows],
-        "task_paths": [r["task_path"] for r in rows],
-        "idxs": [r["idx"] for r in rows],
-        "channels": [r["channel"] for r in rows],
-        "types": [r["type"] for r in rows],
-        "blobs": [r["blob"] for r in rows],
         "status": status,
         "owner": owner,
         "ttl": timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL),
         "fenced": fenced,
     }
-    return _writes_sql(fenced, bool(owner), status is not None), params
+    params.update(_row_params(_WRITE_FIELDS, [tuple(r[f] for f, _ in _WRITE_FIELDS) for r in rows]))
+    return _writes_sql(fenced, bool(owner), status is not None, _bucket(len(rows))), params
 
 
 def _writes_stored(result: list[tuple[Any, ...]], params: dict[str, Any]) -> bool:

@@ -143,6 +143,34 @@ def test_the_one_statement_checkpoint_is_fenced(statements):
     assert Run.objects.get(pk=run_id_for(thread)).status == "cancelled"
 
 
+@pytest.mark.parametrize("count", [0, 1, 8, 9, 20])
+def test_any_number_of_writes_and_blobs_is_one_statement(statements, count):
+    saver = AsyncDurableRunsSaver()
+    thread = f"rows-{count}-{uuid.uuid4()}"
+    checkpoint = empty_checkpoint()
+    values = {f"c{i}": [i, "x" * 300] for i in range(count)}  # not inlined: blob rows
+    checkpoint["channel_values"] = {**values, "small": 1}
+    checkpoint["channel_versions"] = {c: "1" for c in checkpoint["channel_values"]}
+    config = asyncio.run(
+        saver.aput(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            checkpoint,
+            {"source": "loop", "step": 1},
+            dict(checkpoint["channel_versions"]),
+        )
+    )
+    writes = [(f"c{i}", i) for i in range(count)]
+    asyncio.run(saver.aput_writes(config, writes, "task-1"))
+    asyncio.run(saver.aput_writes(config, writes, "task-1"))  # re-sent: kept once
+    statements.clear()
+
+    found = asyncio.run(saver.aget_tuple(config))
+
+    assert len(statements) == 1
+    assert found.checkpoint["channel_values"] == {**values, "small": 1}
+    assert [(c, v) for _, c, v in found.pending_writes] == writes
+
+
 def _filled(thread: str) -> Run:
     run = Run.objects.get(pk=run_id_for(thread))
     Run.fill_langgraph_activity([run])
