@@ -1,10 +1,11 @@
 """The savers' hot path on Postgres: one statement per call.
 
-A checkpoint (its Run moved through the fence, its new blobs, the checkpoint row,
-and on a thread's first checkpoint the Run and thread rows) is one data-modifying
-CTE; a task's writes are one upsert; a checkpoint with its blobs and writes is one
-query. The ORM path in store.py took four to eleven statements and a transaction
-per checkpoint, which made `aput` eight times slower than AsyncPostgresSaver's.
+A checkpoint (the fence, a lock on its Run; the Run's status when it changes; its
+new blobs; the checkpoint row; on a thread's first checkpoint the Run and thread
+rows) is one data-modifying CTE; a task's writes are one upsert; a checkpoint with
+its blobs and writes is one query. The ORM path in store.py took four to eleven
+statements and a transaction per checkpoint, which made `aput` eight times slower
+than AsyncPostgresSaver's. Statements are prepared (see _execute and native.py).
 
 Every function returns None when the database is not Postgres (SQLite keeps the
 ORM path), and put_checkpoint/put_writes return False when the fence refused the

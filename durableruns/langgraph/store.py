@@ -1,9 +1,11 @@
 """The SQL behind the LangGraph savers: one place that reads and writes the
 LangGraph tables (Django ORM, so it stores in the configured database).
 
-A thread is a Run of kind "langgraph". Every write first moves the Run (one
-conditional UPDATE): it is the fence, so a cancelled or redacted thread refuses
-further checkpoints, and it keeps the derived status the dashboard shows.
+A thread is a Run of kind "langgraph". Here (the ORM path: SQLite, a racing first
+checkpoint, interrupts and resumes) every write first moves the Run (one conditional
+UPDATE): it is the fence, so a cancelled or redacted thread refuses further
+checkpoints, and it keeps the derived status the dashboard shows. The one-statement
+path (sql.py) locks the Run instead and writes it only when the status changes.
 """
 
 from __future__ import annotations
