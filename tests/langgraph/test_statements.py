@@ -264,3 +264,36 @@ def test_the_async_saver_reconnects_after_its_connection_is_killed():
 def _terminate(pid: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def test_a_cancel_committing_while_a_checkpoint_waits_refuses_the_checkpoint():
+    """The fence is a row lock, not an UPDATE: a checkpoint that finds the thread's Run
+    locked by a cancel waits for it, then reads the cancelled row and refuses."""
+    saver = AsyncDurableRunsSaver()
+    thread = f"racing-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+
+    async def scenario() -> None:
+        canceller = await psycopg.AsyncConnection.connect(**params)
+        try:
+            await canceller.execute(
+                "UPDATE durableruns_run SET status = 'cancelled' WHERE id = %s",
+                [run_id_for(thread)],
+            )  # in a transaction, not committed yet
+            waiting = asyncio.ensure_future(
+                saver.aput(first, _checkpoint(2), {"source": "loop", "step": 2}, {"count": 2})
+            )
+            await asyncio.sleep(0.3)
+            assert not waiting.done()  # the checkpoint waits for the cancel's row lock
+            await canceller.commit()
+            with pytest.raises(ThreadClosed, match="cancelled"):
+                await waiting
+        finally:
+            await canceller.close()
+
+    asyncio.run(scenario())
+
+    stored = LangGraphCheckpoint.objects.filter(thread_id=run_id_for(thread))
+    assert [c.checkpoint_id for c in stored] == [first["configurable"]["checkpoint_id"]]
