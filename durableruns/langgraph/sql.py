@@ -5,7 +5,7 @@ new blobs; the checkpoint row; on a thread's first checkpoint the Run and thread
 rows) is one data-modifying CTE; a task's writes are one upsert; a checkpoint with
 its blobs and writes is one query. The ORM path in store.py took four to eleven
 statements and a transaction per checkpoint, which made `aput` eight times slower
-than AsyncPostgresSaver's. Statements are prepared (see _execute and native.py).
+than AsyncPostgresSaver's. The async saver's statements are prepared (native.py).
 
 Every function returns None when the database is not Postgres (SQLite keeps the
 ORM path), and put_checkpoint/put_writes return False when the fence refused the
@@ -77,21 +77,19 @@ def _db() -> Any:
 
 
 def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    """One round trip, prepared (as the engine's hot path, engine/store.py), unless
-    the database OPTIONS disable prepared statements (transaction pooling)."""
+    """One round trip on Django's connection (the sync saver, the saver thread), with
+    server-side parameters, planned at each call. Not prepared: Django's connection
+    is shared, so it cannot take the async connection's enable_seqscan=off, and a
+    prepared plan made while the tables were empty (never analyzed: autovacuum off)
+    scanned the whole Run table at every checkpoint (2,090 scans for 1,200 puts)."""
     options = db.settings_dict.get("OPTIONS", {})
     if "prepare_threshold" in options and options["prepare_threshold"] is None:
         with db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
     db.ensure_connection()
-    if db.connection.prepare_threshold is None:
-        # As the engine's hot cursor: Django connects with prepare_threshold=None,
-        # with which psycopg ignores prepare=True; Django's own (client-bound) queries
-        # never prepare whatever the threshold.
-        db.connection.prepare_threshold = native.ONLY_WHEN_ASKED
     with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
-        cursor.execute(sql, params, prepare=True)
+        cursor.execute(sql, params, prepare=False)
         return cursor.fetchall()
 
 
