@@ -26,7 +26,7 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from .models import Approval, Effect, Run, Step, SweeperBeat
+from .models import Approval, Effect, LangGraphCheckpoint, Run, Step, SweeperBeat
 
 log = logging.getLogger(__name__)
 LATENCY_WINDOW = timedelta(minutes=15)
@@ -75,11 +75,12 @@ class DatabaseCollector(Collector):
         )
         yield self._steps_total()
         yield self._step_latency()
-        langgraph = Run.objects.filter(kind=Run.Kind.LANGGRAPH).aggregate(n=Sum("steps_used"))
+        # A thread's steps are its root checkpoints (a checkpoint does not write its Run).
+        langgraph = LangGraphCheckpoint.objects.filter(checkpoint_ns="").count()
         yield CounterMetricFamily(
             "durableruns_langgraph_steps",
             "LangGraph supersteps checkpointed by threads still stored",
-            value=langgraph["n"] or 0,
+            value=langgraph,
         )
         yield self._last_sweep_age()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -111,6 +113,39 @@ class Run(models.Model):
         if self.kind == self.Kind.LANGGRAPH:
             return LANGGRAPH_STATUS_LABELS.get(self.status, self.get_status_display())
         return self.get_status_display()
+
+    @staticmethod
+    def fill_langgraph_activity(runs: Iterable[Run]) -> None:
+        """Set the langgraph threads' steps_used (their root checkpoints, LangGraph's
+        supersteps) and updated_at (their newest checkpoint, when newer), counted from
+        the checkpoints in one query: a checkpoint does not write its Run row, which
+        made LangGraph's `put` three times slower than AsyncPostgresSaver's
+        (docs/benchmarks.md). Every page and API answer that shows them calls this."""
+        threads = {
+            run.pk: run
+            for run in runs
+            if run.kind == Run.Kind.LANGGRAPH and not hasattr(run, "_langgraph_activity")
+        }
+        if not threads:
+            return
+        found = {
+            thread: (steps, last)
+            for thread, steps, last in LangGraphCheckpoint.objects.filter(thread_id__in=threads)
+            .order_by()
+            .values("thread_id")
+            .annotate(
+                steps=models.Count("id", filter=Q(checkpoint_ns="")),
+                last=models.Max("created_at"),
+            )
+            .values_list("thread_id", "steps", "last")
+        }
+        for pk, run in threads.items():
+            steps, last = found.get(pk, (0, None))
+            run.steps_used = steps
+            fresher = last is not None and "updated_at" not in run.get_deferred_fields()
+            if fresher and (run.updated_at is None or last > run.updated_at):
+                run.updated_at = last
+            run._langgraph_activity = True
 
 
 # A langgraph Run's status: running, interrupted (an interrupt awaits a decision),
@@ -544,9 +579,12 @@ class LangGraphThread(models.Model):
         return bytes(self.thread_id_bytes).decode("utf-8", "surrogatepass")
 
 
+# The LangGraph tables' thread foreign keys take no index of their own: each table's
+# unique constraint starts with the thread, and serves its lookups. Every index is
+# written at every checkpoint (docs/benchmarks.md, the LangGraph section).
 class LangGraphCheckpoint(models.Model):
     thread = models.ForeignKey(
-        LangGraphThread, on_delete=models.CASCADE, related_name="checkpoints"
+        LangGraphThread, on_delete=models.CASCADE, related_name="checkpoints", db_index=False
     )
     checkpoint_ns = models.TextField(default="", blank=True)
     checkpoint_id = models.TextField()
@@ -560,7 +598,7 @@ class LangGraphCheckpoint(models.Model):
     next_nodes = models.JSONField(default=list)
     step = models.IntegerField(null=True)
     source = models.TextField(default="", blank=True)
-    lg_run_id = models.TextField(default="", blank=True, db_index=True)
+    lg_run_id = models.TextField(default="", blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -569,6 +607,8 @@ class LangGraphCheckpoint(models.Model):
                 fields=["thread", "checkpoint_ns", "checkpoint_id"], name="lg_checkpoint_unique"
             ),
         ]
+        # For delete_for_runs (equality only: no pattern-ops twin, as db_index made).
+        indexes = [models.Index(fields=["lg_run_id"], name="lg_checkpoint_run")]
 
     def __str__(self) -> str:
         return f"{self.thread_id} {self.checkpoint_ns}:{self.checkpoint_id}"
@@ -577,7 +617,9 @@ class LangGraphCheckpoint(models.Model):
 class LangGraphBlob(models.Model):
     """One channel value at one version (shared by the checkpoints that saw it)."""
 
-    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(
+        LangGraphThread, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     checkpoint_ns = models.TextField(default="", blank=True)
     channel = models.TextField()
     version = models.TextField()
@@ -598,7 +640,9 @@ class LangGraphBlob(models.Model):
 class LangGraphWrite(models.Model):
     """A pending write of a task against a checkpoint (node output, error, interrupt)."""
 
-    thread = models.ForeignKey(LangGraphThread, on_delete=models.CASCADE, related_name="writes")
+    thread = models.ForeignKey(
+        LangGraphThread, on_delete=models.CASCADE, related_name="writes", db_index=False
+    )
     checkpoint_ns = models.TextField(default="", blank=True)
     checkpoint_id = models.TextField()
     task_id = models.TextField()

@@ -28,8 +28,22 @@ class _ErrorsForRole(serializers.ModelSerializer):
         return data
 
 
+class _RunList(serializers.ListSerializer):
+    def to_representation(self, data: Any) -> list[Any]:
+        runs = list(data.all() if hasattr(data, "all") else data)
+        Run.fill_langgraph_activity(runs)  # one query for the page's threads
+        return super().to_representation(runs)
+
+
 class RunSerializer(_ErrorsForRole):
+    """A langgraph thread's steps_used and updated_at come from its checkpoints."""
+
     error_fields = ("error", "last_error")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        Run.fill_langgraph_activity([instance])
+        return super().to_representation(instance)
+
     parent = serializers.CharField(source="parent_id", allow_null=True, read_only=True)
     created_by = serializers.CharField(
         source="created_by.username", allow_null=True, default=None, read_only=True
@@ -62,6 +76,7 @@ class RunSerializer(_ErrorsForRole):
             "wake_at",
         )
         read_only_fields = fields
+        list_serializer_class = _RunList
 
 
 class StepSerializer(_ErrorsForRole):

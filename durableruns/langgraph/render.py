@@ -97,7 +97,7 @@ def thread_view(run: Run, *, limit: int = 100) -> dict[str, Any]:
     writes of each (node, channels, errors, interrupts), the state there, branches."""
     rows = list(
         LangGraphCheckpoint.objects.filter(thread_id=run.pk)
-        .defer("checkpoint", "metadata")
+        .defer("metadata")
         .order_by("-checkpoint_id")[:limit]
     )
     children: dict[tuple[str, str], int] = defaultdict(int)
@@ -119,11 +119,7 @@ def thread_view(run: Run, *, limit: int = 100) -> dict[str, Any]:
                 "branches": children.get(key, 0),
                 "fork_point": children.get(key, 0) > 1,
                 "tasks": writes.get(key, []),
-                "state": {
-                    channel: blobs.get((row.checkpoint_ns, channel, version))
-                    for channel, version in sorted(row.channel_versions.items())
-                    if not channel.startswith(HIDDEN_CHANNELS)
-                },
+                "state": _state(row, blobs),
             }
         )
     return {
@@ -132,6 +128,21 @@ def thread_view(run: Run, *, limit: int = 100) -> dict[str, Any]:
         "namespaces": sorted(namespaces.items()),
         "truncated": len(rows) == limit,
     }
+
+
+def _state(row: LangGraphCheckpoint, blobs: dict[tuple[str, str, str], Any]) -> dict[str, Any]:
+    """The channel values at a checkpoint: small scalars are stored in the checkpoint
+    itself (decoded here as any stored value), the others in the blob table."""
+    decoded = value(row.type, row.checkpoint)
+    inline = decoded.get("channel_values") if isinstance(decoded, dict) else None
+    inline = inline if isinstance(inline, dict) else {}
+    state = {}
+    for channel, version in sorted(row.channel_versions.items()):
+        if channel.startswith(HIDDEN_CHANNELS):
+            continue
+        key = (row.checkpoint_ns, channel, version)
+        state[channel] = blobs[key] if key in blobs else inline.get(channel)
+    return state
 
 
 def _writes_by_checkpoint(run_id: str, rows: list[LangGraphCheckpoint]) -> dict:

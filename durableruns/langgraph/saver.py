@@ -148,7 +148,11 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
 
         return CheckpointTuple(
             config=config_of(checkpoint_id),
-            checkpoint={**checkpoint, "channel_values": values},
+            # Checkpoints stored before values were inlined have no channel_values.
+            checkpoint={
+                **checkpoint,
+                "channel_values": {**checkpoint.get("channel_values", {}), **values},
+            },
             metadata=metadata,
             parent_config=config_of(parent_id) if parent_id else None,
             pending_writes=pending,
@@ -178,13 +182,18 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         saved = checkpoint.copy()
-        values: dict[str, Any] = saved.pop("channel_values")  # type: ignore[misc]
-        blobs = []
-        for channel, version in new_versions.items():
-            kind, data = (
-                self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")
-            )
-            blobs.append((channel, str(version), kind, data))
+        values: dict[str, Any] = checkpoint["channel_values"]
+        # Small scalars (a counter, a flag, a trigger's None) stay in the checkpoint row,
+        # as in AsyncPostgresSaver: a row in the blob table each would double the cost
+        # of a checkpoint. A channel with a new version and no value needs no row either
+        # (the versions are unique: a missing blob reads as an empty channel).
+        inline = {c: v for c, v in values.items() if _inline(v)}
+        saved["channel_values"] = inline
+        blobs = [
+            (channel, str(version), *self.serde.dumps_typed(values[channel]))
+            for channel, version in new_versions.items()
+            if channel in values and channel not in inline
+        ]
         metadata = get_checkpoint_metadata(config, metadata)
         ctype, cdata = self.serde.dumps_typed(saved)
         mtype, mdata = self.serde.dumps_typed(metadata)
@@ -282,6 +291,16 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         else:
             number = int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
+
+
+INLINE_TEXT = 256  # characters: a longer string is stored once, in the blob table
+
+
+def _inline(value: Any) -> bool:
+    kind = type(value)
+    if kind is int:
+        return -(2**63) <= value < 2**64  # what msgpack packs natively
+    return value is None or kind in (bool, float) or (kind is str and len(value) <= INLINE_TEXT)
 
 
 def _next_nodes(values: dict[str, Any]) -> list[str]:

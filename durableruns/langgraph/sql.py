@@ -1,10 +1,11 @@
 """The savers' hot path on Postgres: one statement per call.
 
-A checkpoint (its Run moved through the fence, its new blobs, the checkpoint row,
-and on a thread's first checkpoint the Run and thread rows) is one data-modifying
-CTE; a task's writes are one upsert; a checkpoint with its blobs and writes is one
-query. The ORM path in store.py took four to eleven statements and a transaction
-per checkpoint, which made `aput` eight times slower than AsyncPostgresSaver's.
+A checkpoint (the fence, a lock on its Run; the Run's status when it changes; its
+new blobs; the checkpoint row; on a thread's first checkpoint the Run and thread
+rows) is one data-modifying CTE; a task's writes are one upsert; a checkpoint with
+its blobs and writes is one query. The ORM path in store.py took four to eleven
+statements and a transaction per checkpoint, which made `aput` eight times slower
+than AsyncPostgresSaver's. The async saver's statements are prepared (native.py).
 
 Every function returns None when the database is not Postgres (SQLite keeps the
 ORM path), and put_checkpoint/put_writes return False when the fence refused the
@@ -24,7 +25,6 @@ import psycopg.sql
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.sql import InsertQuery
-from django.utils import timezone
 
 from durableruns.langgraph import native
 from durableruns.models import (
@@ -77,8 +77,11 @@ def _db() -> Any:
 
 
 def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    """One round trip, prepared (as the engine's hot path, engine/store.py), unless
-    the database OPTIONS disable prepared statements (transaction pooling)."""
+    """One round trip on Django's connection (the sync saver, the saver thread), with
+    server-side parameters, planned at each call. Not prepared: Django's connection
+    is shared, so it cannot take the async connection's enable_seqscan=off, and a
+    prepared plan made while the tables were empty (never analyzed: autovacuum off)
+    scanned the whole Run table at every checkpoint (2,090 scans for 1,200 puts)."""
     options = db.settings_dict.get("OPTIONS", {})
     if "prepare_threshold" in options and options["prepare_threshold"] is None:
         with db.cursor() as cursor:
@@ -86,7 +89,7 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
             return cursor.fetchall()
     db.ensure_connection()
     with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
-        cursor.execute(sql, params, prepare=True)
+        cursor.execute(sql, params, prepare=False)
         return cursor.fetchall()
 
 
@@ -94,44 +97,46 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
 
 
 @cache
-def _put_sql(top: bool, leased: bool, create: bool) -> str:
-    # A root checkpoint sets the thread's status: failed or interrupted when a task's
-    # error or interrupt is already recorded against it (LangGraph saves checkpoints
-    # in the background), else running while nodes remain, idle when none do.
-    status = ""
-    if top:
-        status = (
-            ", status = moved_status.s, finished_at = CASE WHEN moved_status.s = 'running' "
-            "THEN NULL ELSE STATEMENT_TIMESTAMP() END, steps_used = steps_used + 1"
+def _put_sql(top: bool, leased: bool, create: bool, blobs: int) -> str:
+    if leased:
+        # A worker resuming the thread extends its lease at every checkpoint: that
+        # UPDATE is the fence, and sets a root checkpoint's status with it.
+        fence = (
+            f"fence AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)}"
+            f"{_EXTEND} {'FROM moved_status ' if top else ''}WHERE {_OPEN}{_LEASED} "
+            f"RETURNING {RUN}.id), "
         )
-    seen = (
-        f"moved_status AS (SELECT CASE WHEN bool_or(channel = '__error__') THEN 'failed' "
-        f"WHEN bool_or(channel = '__interrupt__') AND NOT bool_or(channel = '__resume__') "
-        f"THEN 'awaiting_approval' WHEN %(has_next)s THEN 'running' ELSE 'succeeded' END AS s "
-        f"FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
-        f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0), "
-    )
-    moved = (
-        f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){status}"
-        f"{_EXTEND if leased else ''} {'FROM moved_status ' if top else ''}"
-        f"WHERE {_OPEN}{_LEASED if leased else ''} RETURNING {RUN}.id), "
-    )
+        moved = ""
+    else:
+        # A row lock, not an UPDATE: a cancel or a redaction committing meanwhile is
+        # waited for and then refuses the write, and no new version of the Run row (its
+        # twelve indexes) is written per checkpoint. A root checkpoint takes the lock
+        # it may upgrade to (its status UPDATE), so two writers cannot deadlock.
+        lock = "FOR NO KEY UPDATE" if top else "FOR SHARE"
+        fence = f"fence AS (SELECT id, status FROM {RUN} WHERE {_OPEN} {lock}), "
+        # The Run row changes only when the status does: rarely (start, interrupt, end).
+        # Found by the parameter, not by a join with the fence: planned on an empty
+        # table, the join was a sequential scan of every Run, at every checkpoint.
+        moved = (
+            f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)} "
+            f"FROM moved_status WHERE {RUN}.id = %(run)s AND {RUN}.status <> moved_status.s "
+            f"AND EXISTS (SELECT FROM fence)), "
+            if top
+            else ""
+        )
     if create:
         created = (
             f"created AS (%(insert_run)s ON CONFLICT (id) DO NOTHING RETURNING id), "
             f"new_thread AS (INSERT INTO {THREAD} (run_id, thread_id_bytes) "
             f"SELECT id, %(thread_bytes)s FROM created ON CONFLICT DO NOTHING), "
-            f"fenced AS (SELECT id FROM moved UNION ALL SELECT id FROM created), "
+            f"fenced AS (SELECT id FROM fence UNION ALL SELECT id FROM created), "
         )
     else:
-        created = "fenced AS (SELECT id FROM moved), "
+        created = "fenced AS (SELECT id FROM fence), "
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _CHECKPOINT_COLUMNS)
     return (
-        f"WITH {seen if top else ''}{moved}{created}"
-        f"blobs AS (INSERT INTO {BLOB} (thread_id, checkpoint_ns, channel, version, type, blob) "
-        f"SELECT fenced.id, %(ns)s, b.c, b.v, b.t, b.b FROM fenced, unnest("
-        f"%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)s::bytea[]) "
-        f"AS b(c, v, t, b) ON CONFLICT DO NOTHING), "
+        f"WITH {_MOVED_STATUS if top else ''}{fence}{moved}{created}"
+        f"{_blobs_cte(blobs)}"
         f"saved AS (INSERT INTO {CHECKPOINT} (thread_id, checkpoint_ns, checkpoint_id, "
         f"{', '.join(_CHECKPOINT_COLUMNS)}, created_at) "
         f"SELECT fenced.id, %(ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s, %(type)s, "
@@ -140,6 +145,37 @@ def _put_sql(top: bool, leased: bool, create: bool) -> str:
         f"%(lg_run_id)s, STATEMENT_TIMESTAMP() FROM fenced "
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET {updates}) "
         f"SELECT count(*) FROM fenced"
+    )
+
+
+def _blobs_cte(rows: int) -> str:
+    if not rows:
+        return ""  # small values are inline, in the checkpoint row
+    return (
+        f"blobs AS (INSERT INTO {BLOB} (thread_id, checkpoint_ns, channel, version, type, blob) "
+        f"SELECT fenced.id, %(ns)s, b.c, b.v, b.t, b.b FROM fenced, {_rows(_BLOB_FIELDS, rows)} "
+        f"AS b(c, v, t, b) ON CONFLICT DO NOTHING), "
+    )
+
+
+# A root checkpoint's status: failed or interrupted when a task's error or interrupt
+# is already recorded against it (LangGraph saves checkpoints in the background), else
+# running while nodes remain, idle when none do.
+_MOVED_STATUS = (
+    f"moved_status AS (SELECT CASE WHEN bool_or(channel = '__error__') THEN 'failed' "
+    f"WHEN bool_or(channel = '__interrupt__') AND NOT bool_or(channel = '__resume__') "
+    f"THEN 'awaiting_approval' WHEN %(has_next)s THEN 'running' ELSE 'succeeded' END AS s "
+    f"FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
+    f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0), "
+)
+
+
+def _status(top: bool) -> str:
+    if not top:
+        return ""
+    return (
+        ", status = moved_status.s, finished_at = CASE WHEN moved_status.s = 'running' "
+        "THEN NULL ELSE STATEMENT_TIMESTAMP() END"
     )
 
 
@@ -181,23 +217,24 @@ def _checkpoint_statement(
         "has_next": bool(row["next_nodes"]),
         "channel_versions": json.dumps(row["channel_versions"]),
         "next_nodes": json.dumps(row["next_nodes"]),
-        "channels": [b[0] for b in blobs],
-        "versions": [b[1] for b in blobs],
-        "types": [b[2] for b in blobs],
-        "blobs": [b[3] for b in blobs],
+        **_row_params(_BLOB_FIELDS, list(blobs)),
         "owner": owner,
         "ttl": timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL),
     }
-    sql = _put_sql(top, bool(owner), create)
+    sql = _put_sql(top, bool(owner), create, _bucket(len(blobs)))
     if create:
         # The Run's INSERT comes from Django's compiler, so it follows the model's
         # columns and defaults; its placeholders are spliced in positionally.
         status = Run.Status.RUNNING if row["next_nodes"] or not top else Run.Status.SUCCEEDED
-        insert, fields = _compiled_run_insert(db.alias)
-        sql = _with_insert(sql, insert)
-        params.update(_run_values(db, fields, run_id, thread_bytes, graph, status, top))
+        sql = _with_insert(sql, _compiled_run_insert(db.alias))
+        params.update(_run_values(db, run_id, thread_bytes, graph, status))
         params["thread_bytes"] = thread_bytes
     return sql, params
+
+
+def _bucket(rows: int) -> int:
+    """The row count a statement is made for: exact up to VALUES_ROWS, then arrays."""
+    return rows if rows <= VALUES_ROWS else VALUES_ROWS + 1
 
 
 def _checkpoint_stored(run_id: str, result: list[tuple[Any, ...]]) -> bool:
@@ -216,50 +253,52 @@ def _with_insert(sql: str, insert: str) -> str:
     return sql.replace("%(insert_run)s", insert, 1)
 
 
-# The new Run's columns that differ between threads; the others are constants.
-_RUN_VARIABLE = (
-    "id",
-    "agent",
-    "input",
-    "status",
-    "steps_used",
-    "started_at",
-    "finished_at",
-    "created_at",
-    "updated_at",
-)
+# The new Run's columns that differ between threads; its times are the statement's,
+# and the other columns are constants.
+_RUN_VARIABLE = ("id", "agent", "input", "status")
+_RUN_NOW = {
+    "started_at": "STATEMENT_TIMESTAMP()",
+    "created_at": "STATEMENT_TIMESTAMP()",
+    "updated_at": "STATEMENT_TIMESTAMP()",
+    "finished_at": (
+        "CASE WHEN %(run_status)s::varchar = 'running' THEN NULL ELSE STATEMENT_TIMESTAMP() END"
+    ),
+}
 
 
 def _run_values(
-    db: Any, fields: list[Any], run_id: str, thread_bytes: bytes, graph: str, status: str, top: bool
+    db: Any, run_id: str, thread_bytes: bytes, graph: str, status: str
 ) -> dict[str, Any]:
-    """The new thread's Run: its values for the INSERT's named parameters."""
+    """The new thread's Run: its values for the INSERT's named parameters (no model
+    instance: building one cost a tenth of a first checkpoint)."""
     from durableruns.langgraph.store import printable
 
-    now = timezone.now()
-    run = Run(
-        id=run_id,
-        kind=Run.Kind.LANGGRAPH,
-        agent=graph or "langgraph",
-        input={"thread_id": printable(thread_bytes.decode("utf-8", "surrogatepass"))},
-        status=status,
-        steps_used=1 if top else 0,
-        started_at=now,
-        finished_at=None if status == Run.Status.RUNNING else now,
-        **_RUN_CONSTANTS,
-    )
-    return {f"run_{f.attname}": f.get_db_prep_save(f.pre_save(run, True), db) for f in fields}
+    thread_id = printable(thread_bytes.decode("utf-8", "surrogatepass"))
+    return {
+        "run_id": run_id,
+        "run_agent": graph or "langgraph",
+        "run_input": _INPUT.get_db_prep_save({"thread_id": thread_id}, db),
+        "run_status": status,
+    }
 
 
-_RUN_CONSTANTS: dict[str, Any] = {"agent_version": "", "max_steps": 0, "max_duration_seconds": 0}
+_INPUT = Run._meta.get_field("input")
+# steps_used stays 0: a thread's steps are counted from its checkpoints when shown
+# (Run.fill_langgraph_activity), so that a checkpoint need not write the Run row.
+_RUN_CONSTANTS: dict[str, Any] = {
+    "agent_version": "",
+    "max_steps": 0,
+    "max_duration_seconds": 0,
+    "steps_used": 0,
+}
 
 
 @cache
-def _compiled_run_insert(alias: str) -> tuple[str, list[Any]]:
+def _compiled_run_insert(alias: str) -> str:
     """Django's INSERT of a langgraph Run, compiled once (0.6 ms per call): the
-    columns that vary take named parameters, the constants are inlined (fewer
-    parameters, so psycopg caches the statement's conversion), database defaults
-    stay DEFAULT. Returns the SQL and the fields that take parameters."""
+    columns that vary take named parameters, the times are the statement's, the
+    constants are inlined (fewer parameters, so psycopg caches the statement's
+    conversion), database defaults stay DEFAULT."""
     db = connections[alias]
     sample = Run(id="", kind=Run.Kind.LANGGRAPH, agent="", input={}, **_RUN_CONSTANTS)
     fields = list(Run._meta.concrete_fields)
@@ -270,22 +309,26 @@ def _compiled_run_insert(alias: str) -> tuple[str, list[Any]]:
     parts = sql.split("%s")
     if not len(with_values) == len(values) == len(parts) - 1:
         raise RuntimeError("the Run INSERT's parameters do not match its fields")
-    variable = [f for f in with_values if f.attname in _RUN_VARIABLE]
-    if len(variable) != len(_RUN_VARIABLE):
+    named = {f.attname for f in with_values} & {*_RUN_VARIABLE, *_RUN_NOW}
+    if named != {*_RUN_VARIABLE, *_RUN_NOW}:
         raise RuntimeError("a Run column the LangGraph saver sets is missing")
-    slots = [
-        f"%(run_{f.attname})s" if f in variable else psycopg.sql.Literal(v).as_string(None)
-        for f, v in zip(with_values, values, strict=True)
-    ]
-    spliced = "".join(p + slots[i] for i, p in enumerate(parts[:-1])) + parts[-1]
-    return spliced, variable
+
+    def slot(field: Any, value: Any) -> str:
+        if field.attname in _RUN_VARIABLE:
+            return f"%(run_{field.attname})s"
+        if field.attname in _RUN_NOW:
+            return _RUN_NOW[field.attname]
+        return psycopg.sql.Literal(value).as_string(None)
+
+    slots = [slot(f, v) for f, v in zip(with_values, values, strict=True)]
+    return "".join(p + slots[i] for i, p in enumerate(parts[:-1])) + parts[-1]
 
 
 # --- put_writes --------------------------------------------------------------------
 
 
 @cache
-def _writes_sql(fenced: bool, leased: bool, status: bool) -> str:
+def _writes_sql(fenced: bool, leased: bool, status: bool, rows: int) -> str:
     # Special writes (error, interrupt, resume: negative idx) replace what the task
     # wrote before; a regular write re-sent keeps the first.
     source = "moved.id" if fenced else "%(run)s"
@@ -293,9 +336,8 @@ def _writes_sql(fenced: bool, leased: bool, status: bool) -> str:
         f"INSERT INTO {WRITE} (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, "
         f"idx, channel, type, blob, created_at) "
         f"SELECT {source}, %(ns)s, %(checkpoint_id)s, w.task_id, w.task_path, w.idx, w.channel, "
-        f"w.type, w.blob, STATEMENT_TIMESTAMP() FROM {'moved, ' if fenced else ''}unnest("
-        f"%(task_ids)s::text[], %(task_paths)s::text[], %(idxs)s::integer[], "
-        f"%(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[]) "
+        f"w.type, w.blob, STATEMENT_TIMESTAMP() "
+        f"FROM {'moved, ' if fenced else ''}{_rows(_WRITE_FIELDS, rows)} "
         f"AS w(task_id, task_path, idx, channel, type, blob) "
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET "
         f"channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, "
@@ -315,6 +357,41 @@ def _writes_sql(fenced: bool, leased: bool, status: bool) -> str:
         f"WHERE {_OPEN}{_LEASED if leased else ''} RETURNING {RUN}.id), "
         f"written AS ({insert}) SELECT count(*) FROM moved"
     )
+
+
+# A task's writes and a checkpoint's new blobs, a few rows, go in as VALUES rows:
+# the same INSERT from unnest() of six arrays took 0.2 ms more (array parameters
+# parsed and unnested per call). Many rows go in as arrays (one statement per count).
+VALUES_ROWS = 8
+_WRITE_FIELDS = (
+    ("task_id", "text"),
+    ("task_path", "text"),
+    ("idx", "integer"),
+    ("channel", "text"),
+    ("type", "text"),
+    ("blob", "bytea"),
+)
+_BLOB_FIELDS = (
+    ("blob_channel", "text"),
+    ("blob_version", "text"),
+    ("blob_type", "text"),
+    ("blob_data", "bytea"),
+)
+
+
+def _rows(fields: tuple[tuple[str, str], ...], rows: int) -> str:
+    """The rows' source: VALUES with a parameter per value, or unnest() of arrays."""
+    if not 0 < rows <= VALUES_ROWS:
+        return "unnest(" + ", ".join(f"%({f}s)s::{t}[]" for f, t in fields) + ")"
+    values = ("(" + ", ".join(f"%({f}_{i})s::{t}" for f, t in fields) + ")" for i in range(rows))
+    return "(VALUES " + ", ".join(values) + ")"
+
+
+def _row_params(fields: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """_rows's parameters for rows of values in the order of `fields`."""
+    if not 0 < len(rows) <= VALUES_ROWS:
+        return {f"{f}s": [r[j] for r in rows] for j, (f, _) in enumerate(fields)}
+    return {f"{f}_{i}": r[j] for i, r in enumerate(rows) for j, (f, _) in enumerate(fields)}
 
 
 def put_writes(*args: Any, **kwargs: Any) -> bool | None:
@@ -349,18 +426,13 @@ def _writes_statement(
         "run": run_id,
         "ns": ns,
         "checkpoint_id": checkpoint_id,
-        "task_ids": [r["task_id"] for r in rows],
-        "task_paths": [r["task_path"] for r in rows],
-        "idxs": [r["idx"] for r in rows],
-        "channels": [r["channel"] for r in rows],
-        "types": [r["type"] for r in rows],
-        "blobs": [r["blob"] for r in rows],
         "status": status,
         "owner": owner,
         "ttl": timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL),
         "fenced": fenced,
     }
-    return _writes_sql(fenced, bool(owner), status is not None), params
+    params.update(_row_params(_WRITE_FIELDS, [tuple(r[f] for f, _ in _WRITE_FIELDS) for r in rows]))
+    return _writes_sql(fenced, bool(owner), status is not None, _bucket(len(rows))), params
 
 
 def _writes_stored(result: list[tuple[Any, ...]], params: dict[str, Any]) -> bool:

@@ -1,9 +1,11 @@
 """The SQL behind the LangGraph savers: one place that reads and writes the
 LangGraph tables (Django ORM, so it stores in the configured database).
 
-A thread is a Run of kind "langgraph". Every write first moves the Run (one
-conditional UPDATE): it is the fence, so a cancelled or redacted thread refuses
-further checkpoints, and it keeps the derived status the dashboard shows.
+A thread is a Run of kind "langgraph". Here (the ORM path: SQLite, a racing first
+checkpoint, interrupts and resumes) every write first moves the Run (one conditional
+UPDATE): it is the fence, so a cancelled or redacted thread refuses further
+checkpoints, and it keeps the derived status the dashboard shows. The one-statement
+path (sql.py) locks the Run instead and writes it only when the status changes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.db.models.functions import Now
 
 from durableruns.langgraph import sql
@@ -60,7 +62,6 @@ def touch(
     thread_id: str,
     *,
     status: str | None = None,
-    step: bool = False,
     graph: str = "",
     owner: str = "",
 ) -> str:
@@ -74,8 +75,6 @@ def touch(
     if status:
         updates["status"] = status
         updates["finished_at"] = None if status == RUNNING else Now()
-    if step:
-        updates["steps_used"] = F("steps_used") + 1
     open_thread = Run.objects.filter(
         pk=run_id, kind=Run.Kind.LANGGRAPH, redacted_at__isnull=True
     ).exclude(status=Run.Status.CANCELLED)
@@ -155,7 +154,7 @@ def put_checkpoint(
     top = ns == ""
     with transaction.atomic():
         status = _status_of(thread_id, row) if top else None
-        run_id = touch(thread_id, status=status, step=top, graph=graph, owner=owner)
+        run_id = touch(thread_id, status=status, graph=graph, owner=owner)
         if blobs:
             LangGraphBlob.objects.bulk_create(
                 [

@@ -100,6 +100,7 @@ def _times(obj: Any, *names: str) -> dict[str, str | None]:
 
 
 def export_run(run: Run) -> dict[str, Any]:
+    Run.fill_langgraph_activity([run])
     return {
         "format": EXPORT_FORMAT,
         "run": {

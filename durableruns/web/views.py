@@ -42,6 +42,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         keyset.runs_after(queryset, request.GET.get("cursor")), PAGE_SIZE, keyset.run_cursor
     )
     first_page = not request.GET.get("cursor")
+    Run.fill_langgraph_activity(page.rows)
     context = {
         "runs": page.rows,
         "next_cursor": page.next_cursor,
@@ -142,10 +143,13 @@ def run_statuses(request: HttpRequest) -> HttpResponse:
     run id (so a row never gets another run's status), and on the first page the
     counts and how many newer runs match. The operator's ticked boxes are untouched."""
     ids = request.GET.getlist("run")[:MAX_POLLED_RUNS]
-    found = Run.objects.filter(pk__in=ids).only(
-        "id", "status", "steps_used", "max_steps", "started_at", "finished_at", "error"
+    found = list(
+        Run.objects.filter(pk__in=ids).only(
+            "id", "kind", "status", "steps_used", "max_steps", "started_at", "finished_at", "error"
+        )
     )
-    context: dict[str, Any] = {"runs": list(found), "poll": ""}
+    Run.fill_langgraph_activity(found)
+    context: dict[str, Any] = {"runs": found, "poll": ""}
     newer = moment(request.GET.get("newer", ""))
     try:
         filters = RunFilters.from_query(request.GET)
@@ -213,6 +217,7 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     axis = timeline(record, steps, pending_until=record.wake_at)
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
     native = record.kind == Run.Kind.NATIVE
+    Run.fill_langgraph_activity([record])
     return {
         "run": record,
         "native": native,

@@ -80,7 +80,9 @@ def test_metrics_count_langgraph_steps():
 
     families = {f.name: f for f in DatabaseCollector().collect()}
 
-    steps = Run.objects.get(pk=run_id_for("counted")).steps_used
+    run = Run.objects.get(pk=run_id_for("counted"))
+    Run.fill_langgraph_activity([run])
+    steps = run.steps_used
     root = LangGraphCheckpoint.objects.filter(thread_id=run_id_for("counted"), checkpoint_ns="")
     assert steps == root.count() >= 4  # input, lookup, ask_human, pay
     assert families["durableruns_langgraph_steps"].samples[0].value == steps

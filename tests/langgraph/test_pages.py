@@ -12,7 +12,7 @@ from langgraph.types import Command
 from durableruns.langgraph import DurableRunsSaver
 from durableruns.langgraph.render import value
 from durableruns.langgraph.store import run_id_for
-from durableruns.models import AuditEvent, LangGraphBlob, Run
+from durableruns.models import AuditEvent, LangGraphBlob, LangGraphCheckpoint, Run
 from tests.langgraph.graphs import chain_builder, refund_builder
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,10 +22,12 @@ def _config(thread_id: str) -> dict:
     return {"configurable": {"thread_id": thread_id}}
 
 
-def _evil(path: Path) -> bytes:
-    """What LangGraph's serializer would turn into os.system("touch <path>")."""
+def _evil(path: Path, *, inline: bool = False) -> bytes:
+    """What LangGraph's serializer would turn into os.system("touch <path>"): as a
+    stored value, or (inline) as a checkpoint's small values."""
     call = ormsgpack.packb(["os", "system", f"touch {path}"])
-    return ormsgpack.packb({"cents": ormsgpack.Ext(0, call)})
+    values = {"cents": ormsgpack.Ext(0, call)}
+    return ormsgpack.packb({"channel_values": values} if inline else values)
 
 
 def test_it_lists_a_thread_as_an_interrupted_langgraph_run(client, alice):
@@ -38,6 +40,20 @@ def test_it_lists_a_thread_as_an_interrupted_langgraph_run(client, alice):
 
     assert run_id_for("listed") in page
     assert ">interrupted</span>" in page
+
+
+def test_the_runs_list_and_its_poll_count_a_threads_checkpoints_as_steps(client, alice):
+    chain_builder(3).compile(checkpointer=DurableRunsSaver()).invoke({"count": 0}, _config("steps"))
+    run_id = run_id_for("steps")
+    client.force_login(alice)
+
+    listed = client.get("/").content.decode()
+    polled = client.get(f"/runs-statuses/?run={run_id}").content.decode()
+
+    # Input, three nodes, the end: five supersteps, though no checkpoint wrote the Run row.
+    assert Run.objects.get(pk=run_id).steps_used == 0
+    assert f'<span id="steps-{run_id}">5 / 0</span>' in listed
+    assert f'id="steps-{run_id}"' in polled and "5 / 0" in polled
 
 
 def test_the_run_page_shows_nodes_writes_state_and_fork_points(client, alice):
@@ -75,8 +91,13 @@ def test_a_hostile_thread_id_renders(client, alice):
 def test_stored_state_never_constructs_a_class(client, alice, tmp_path):
     graph = refund_builder().compile(checkpointer=DurableRunsSaver())
     graph.invoke({"order": "E-1"}, _config("evil"))
-    LangGraphBlob.objects.filter(thread_id=run_id_for("evil"), channel="cents").update(
+    # A value is stored in the blob table, or (a small scalar) in its checkpoint.
+    LangGraphBlob.objects.filter(thread_id=run_id_for("evil")).update(
         type="msgpack", blob=_evil(tmp_path / "pwned")
+    )
+    LangGraphCheckpoint.objects.filter(thread_id=run_id_for("evil")).update(
+        type="msgpack",
+        checkpoint=_evil(tmp_path / "pwned", inline=True),
     )
     client.force_login(alice)
 

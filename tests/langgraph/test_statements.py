@@ -67,7 +67,7 @@ def test_a_first_checkpoint_is_one_statement_and_creates_the_thread(statements):
     _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
 
     assert len(statements) == 1
-    run = Run.objects.get(pk=run_id_for(thread))
+    run = _filled(thread)
     assert (run.kind, run.agent, run.status, run.steps_used) == ("langgraph", "chain", "running", 1)
     assert run.started_at is not None and run.finished_at is None
     assert (run.max_steps, run.lease_owner, run.fence, run.legal_hold, run.secrets) == (
@@ -94,13 +94,14 @@ def test_checkpoints_writes_and_reads_are_one_statement_each(statements):
     listed = asyncio.run(_all(saver.alist({"configurable": {"thread_id": thread}})))
 
     assert len(statements) == 5, statements
-    assert found.checkpoint["channel_values"] == {"count": 2}
+    # Small values are kept in the checkpoint itself, as AsyncPostgresSaver keeps them.
+    assert found.checkpoint["channel_values"] == {"count": 2, "branch:to:n1": None}
     assert [(t, c) for t, c, _ in found.pending_writes] == [
         ("task-1", "count"),
         ("task-2", "__error__"),
     ]
     assert [t.checkpoint["channel_values"]["count"] for t in listed] == [2, 1]
-    run = Run.objects.get(pk=run_id_for(thread))
+    run = _filled(thread)
     assert (run.status, run.steps_used) == ("failed", 2)
 
 
@@ -142,6 +143,95 @@ def test_the_one_statement_checkpoint_is_fenced(statements):
     assert Run.objects.get(pk=run_id_for(thread)).status == "cancelled"
 
 
+@pytest.mark.parametrize("count", [0, 1, 8, 9, 20])
+def test_any_number_of_writes_and_blobs_is_one_statement(statements, count):
+    saver = AsyncDurableRunsSaver()
+    thread = f"rows-{count}-{uuid.uuid4()}"
+    checkpoint = empty_checkpoint()
+    values = {f"c{i}": [i, "x" * 300] for i in range(count)}  # not inlined: blob rows
+    checkpoint["channel_values"] = {**values, "small": 1}
+    checkpoint["channel_versions"] = {c: "1" for c in checkpoint["channel_values"]}
+    config = asyncio.run(
+        saver.aput(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            checkpoint,
+            {"source": "loop", "step": 1},
+            dict(checkpoint["channel_versions"]),
+        )
+    )
+    writes = [(f"c{i}", i) for i in range(count)]
+    asyncio.run(saver.aput_writes(config, writes, "task-1"))
+    asyncio.run(saver.aput_writes(config, writes, "task-1"))  # re-sent: kept once
+    statements.clear()
+
+    found = asyncio.run(saver.aget_tuple(config))
+
+    assert len(statements) == 1
+    assert found.checkpoint["channel_values"] == {**values, "small": 1}
+    assert [(c, v) for _, c, v in found.pending_writes] == writes
+
+
+def _filled(thread: str) -> Run:
+    run = Run.objects.get(pk=run_id_for(thread))
+    Run.fill_langgraph_activity([run])
+    return run
+
+
+def _row_version(thread: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text FROM durableruns_run WHERE id = %s", [run_id_for(thread)])
+        return cursor.fetchone()[0]
+
+
+def test_a_checkpoint_writes_the_run_row_only_when_the_status_changes():
+    saver = AsyncDurableRunsSaver()
+    thread = f"quiet-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    created = _row_version(thread)
+
+    second = _put(saver, first, 2)
+    third = _put(saver, second, 3)
+
+    # Still running: the Run row is the one the first checkpoint created, while its
+    # steps and last activity are read from the checkpoints.
+    assert _row_version(thread) == created
+    run = _filled(thread)
+    assert (run.status, run.steps_used) == ("running", 3)
+    newest = LangGraphCheckpoint.objects.filter(thread_id=run.pk).order_by("-created_at")[0]
+    assert run.updated_at == newest.created_at
+    # The thread's last checkpoint has nothing left to run: idle, which the Run records.
+    done = _checkpoint(4)
+    done["channel_values"].pop("branch:to:n1")
+    asyncio.run(saver.aput(third, done, {"source": "loop", "step": 4}, {"count": 4}))
+    run = _filled(thread)
+    assert _row_version(thread) != created
+    assert (run.status, run.steps_used, run.finished_at is not None) == ("succeeded", 4, True)
+
+
+def test_the_async_saver_prepares_its_statements():
+    saver = AsyncDurableRunsSaver()
+    thread = f"prepared-{uuid.uuid4()}"
+    config = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+
+    async def prepared() -> list[str]:
+        for count in range(2, 4):
+            nonlocal config
+            config = await saver.aput(
+                config, _checkpoint(count), {"source": "loop", "step": count}, {"count": count}
+            )
+        conn = native._local.slot.conn
+        cursor = await conn.execute("SELECT statement FROM pg_prepared_statements")
+        statements = [row[0] for row in await cursor.fetchall()]
+        cursor = await conn.execute("SHOW enable_seqscan")
+        return statements, (await cursor.fetchone())[0]
+
+    statements, seqscan = asyncio.run(prepared())
+    # Django connects with prepare_threshold=None, with which psycopg ignored prepare=True.
+    assert any("INSERT INTO durableruns_langgraphcheckpoint" in s for s in statements)
+    # A plan kept from when the tables were empty must not scan every Run later on.
+    assert seqscan == "off"
+
+
 async def _all(items: Any) -> list[Any]:
     return [item async for item in items]
 
@@ -168,9 +258,42 @@ def test_the_async_saver_reconnects_after_its_connection_is_killed():
     _, third = asyncio.run(scenario())
 
     found = asyncio.run(saver.aget_tuple(third))
-    assert found.checkpoint["channel_values"] == {"count": 3}
+    assert found.checkpoint["channel_values"] == {"count": 3, "branch:to:n1": None}
 
 
 def _terminate(pid: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def test_a_cancel_committing_while_a_checkpoint_waits_refuses_the_checkpoint():
+    """The fence is a row lock, not an UPDATE: a checkpoint that finds the thread's Run
+    locked by a cancel waits for it, then reads the cancelled row and refuses."""
+    saver = AsyncDurableRunsSaver()
+    thread = f"racing-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+
+    async def scenario() -> None:
+        canceller = await psycopg.AsyncConnection.connect(**params)
+        try:
+            await canceller.execute(
+                "UPDATE durableruns_run SET status = 'cancelled' WHERE id = %s",
+                [run_id_for(thread)],
+            )  # in a transaction, not committed yet
+            waiting = asyncio.ensure_future(
+                saver.aput(first, _checkpoint(2), {"source": "loop", "step": 2}, {"count": 2})
+            )
+            await asyncio.sleep(0.3)
+            assert not waiting.done()  # the checkpoint waits for the cancel's row lock
+            await canceller.commit()
+            with pytest.raises(ThreadClosed, match="cancelled"):
+                await waiting
+        finally:
+            await canceller.close()
+
+    asyncio.run(scenario())
+
+    stored = LangGraphCheckpoint.objects.filter(thread_id=run_id_for(thread))
+    assert [c.checkpoint_id for c in stored] == [first["configurable"]["checkpoint_id"]]
