@@ -1,16 +1,23 @@
-"""Drop the LangGraph tables' own single-column indexes on thread_id (a btree and its
-varchar_pattern_ops twin each: the unique constraints lead with thread_id and serve
-every lookup by thread) and on lg_run_id (its pattern-ops twin too), each written on
-every checkpoint; lg_run_id gets one plain index back, lg_checkpoint_run.
+"""Drop the single-column indexes that a wider index already serves, each written on
+every checkpoint:
 
-As in 0012, only the indexes go: Django's own AlterField would also drop and re-add
-each foreign key, and re-adding one validates every row under a lock.
+- the step's and the effect's own run_id index (on Postgres a btree and its
+  varchar_pattern_ops twin each), served by their (run, position) indexes: about
+  20 us of a 0.13 ms fenced step INSERT, measured with pgbench (docs/benchmarks.md 1b);
+- the LangGraph tables' own thread_id index (and twin), served by each table's unique
+  constraint, which starts with the thread; and lg_run_id's pair, which becomes one
+  plain index (lg_checkpoint_run, for delete_for_runs).
+
+Only the indexes go. Django's own AlterField would also drop and re-add each foreign
+key, and re-adding one validates every row under a lock: minutes on a large table.
 """
 
 import django.db.models.deletion
 from django.db import migrations, models
 
 COLUMNS = (
+    ("durableruns_step", "run_id"),
+    ("durableruns_effect", "run_id"),
     ("durableruns_langgraphblob", "thread_id"),
     ("durableruns_langgraphcheckpoint", "thread_id"),
     ("durableruns_langgraphwrite", "thread_id"),
@@ -19,6 +26,7 @@ COLUMNS = (
 
 
 def _single_column_indexes(schema_editor, table, column):
+    """The plain indexes on `column` alone (not a key, a constraint or a wider index)."""
     connection = schema_editor.connection
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, table)
@@ -41,27 +49,37 @@ def backward(apps, schema_editor):
         schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})")
 
 
-def _thread(related_name):
+def _unindexed(to, related_name):
     return models.ForeignKey(
         db_index=False,
         on_delete=django.db.models.deletion.CASCADE,
         related_name=related_name,
-        to="durableruns.langgraphthread",
+        to=to,
     )
 
 
 class Migration(migrations.Migration):
-    dependencies = [("durableruns", "0012_run_indexes_led_by_position")]
+    dependencies = [("durableruns", "0011_lz4_payloads")]
 
     operations = [
         migrations.SeparateDatabaseAndState(
             state_operations=[
-                migrations.AlterField("langgraphblob", "thread", _thread("+")),
+                migrations.AlterField("effect", "run", _unindexed("durableruns.run", "effects")),
+                migrations.AlterField("step", "run", _unindexed("durableruns.run", "steps")),
+                migrations.AlterField(
+                    "langgraphblob", "thread", _unindexed("durableruns.langgraphthread", "+")
+                ),
                 migrations.AlterField(
                     "langgraphcheckpoint", "lg_run_id", models.TextField(blank=True, default="")
                 ),
-                migrations.AlterField("langgraphcheckpoint", "thread", _thread("checkpoints")),
-                migrations.AlterField("langgraphwrite", "thread", _thread("writes")),
+                migrations.AlterField(
+                    "langgraphcheckpoint",
+                    "thread",
+                    _unindexed("durableruns.langgraphthread", "checkpoints"),
+                ),
+                migrations.AlterField(
+                    "langgraphwrite", "thread", _unindexed("durableruns.langgraphthread", "writes")
+                ),
             ],
             database_operations=[migrations.RunPython(forward, backward)],
         ),
