@@ -30,12 +30,10 @@ def too_deep() -> SerializationError:
     return SerializationError(f"not JSON-serialisable: nested more than {MAX_DEPTH} levels deep")
 
 
-def canonical_json(value: Any, *, limit: int | None = None) -> str:
-    """Serialise with sorted keys and no whitespace; reject what JSON cannot carry."""
-    text = parsed_json(value)[0]
-    if limit is not None and len(text) > limit // 4 and (size := len(text.encode())) > limit:
-        raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
-    return text
+def canonical_json(value: Any) -> str:
+    """Serialise with sorted keys and no whitespace; reject what JSON cannot carry.
+    The size limit is store.storable's."""
+    return parsed_json(value)[0]
 
 
 def parsed_json(value: Any) -> tuple[str, Any]:
