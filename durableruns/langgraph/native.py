@@ -19,6 +19,8 @@ from typing import Any
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from durableruns.engine.store import ONLY_WHEN_ASKED, prepared_statements_disabled
+
 
 class _Slot:
     def __init__(self) -> None:
@@ -85,15 +87,9 @@ async def _connect(db: Any) -> psycopg.AsyncConnection[Any]:
     return await psycopg.AsyncConnection.connect(**params, autocommit=True)
 
 
-ONLY_WHEN_ASKED = 2**62
-
-
 def _prepare(db: Any) -> bool | None:
-    """Prepared, as the engine's hot path, unless the database OPTIONS disable
-    prepared statements (a transaction-pooling PgBouncer)."""
-    options = db.settings_dict.get("OPTIONS", {})
-    disabled = "prepare_threshold" in options and options["prepare_threshold"] is None
-    return None if disabled else True
+    """Prepared, as the engine's hot path, unless the database OPTIONS disable it."""
+    return None if prepared_statements_disabled(db) else True
 
 
 def close_all() -> None:

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.sql import InsertQuery
 
+from durableruns.engine.store import prepared_statements_disabled
 from durableruns.langgraph import native
 from durableruns.models import (
     LangGraphBlob,
@@ -82,8 +83,7 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
     is shared, so it cannot take the async connection's enable_seqscan=off, and a
     prepared plan made while the tables were empty (never analyzed: autovacuum off)
     scanned the whole Run table at every checkpoint (2,090 scans for 1,200 puts)."""
-    options = db.settings_dict.get("OPTIONS", {})
-    if "prepare_threshold" in options and options["prepare_threshold"] is None:
+    if prepared_statements_disabled(db):
         with db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
