@@ -246,8 +246,7 @@ def put_writes(
         except IntegrityError:
             pass  # the thread's first checkpoint is not stored yet: created below
     resumed = {r["task_id"] for r in rows if r["channel"] == "__resume__"}
-    regular = not owner and status is None and all(r["idx"] >= 0 for r in rows)
-    if regular and not approvals and connection.vendor != "postgresql":
+    if _unfenced(rows, status, owner) and not approvals and connection.vendor != "postgresql":
         try:
             LangGraphWrite.objects.bulk_create(
                 [
@@ -271,7 +270,7 @@ def put_writes(
             for r in rows
         ]
         special = [o for o in objs if o.idx < 0]
-        regular = [o for o in objs if o.idx >= 0]
+        plain = [o for o in objs if o.idx >= 0]
         if special:
             LangGraphWrite.objects.bulk_create(
                 special,
@@ -279,8 +278,8 @@ def put_writes(
                 unique_fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
                 update_fields=["channel", "type", "blob", "task_path"],
             )
-        if regular:
-            LangGraphWrite.objects.bulk_create(regular, ignore_conflicts=True)
+        if plain:
+            LangGraphWrite.objects.bulk_create(plain, ignore_conflicts=True)
         if resumed and ns == "":
             _close_answered_approvals(run_id, checkpoint_id, resumed)
         if approvals:
@@ -302,11 +301,20 @@ def _one_statement_writes(
     (an interrupt, a resume), which take the transaction in put_writes."""
     if approvals or any(r["channel"] == "__resume__" for r in rows):
         return None
-    regular = not owner and status is None and all(r["idx"] >= 0 for r in rows)
     return (
         (run_id_for(thread_id), ns, checkpoint_id, rows),
-        {"status": status if ns == "" else None, "owner": owner, "fenced": not regular},
+        {
+            "status": status if ns == "" else None,
+            "owner": owner,
+            "fenced": not _unfenced(rows, status, owner),
+        },
     )
+
+
+def _unfenced(rows: Sequence[dict[str, Any]], status: str | None, owner: str) -> bool:
+    """A task's regular writes: no status to set, no worker's lease, no special write.
+    They need no fence (it is checked when LangGraph checkpoints them)."""
+    return not owner and status is None and all(r["idx"] >= 0 for r in rows)
 
 
 async def aput_checkpoint(
