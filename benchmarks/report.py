@@ -465,14 +465,19 @@ def _step_md(r: dict[str, Any]) -> list[str]:
     ]
     floor = r["systems"]["floor"]["median"]
     for key, v in r["systems"].items():
-        cpu = f"{v['cpu_ms_per_step']:.3f}" if "cpu_ms_per_step" in v else ""
-        lines.append(
-            f"| {STEP_LABELS.get(key, key)} | {v['median']:.3f} | {v['p95']:.3f} | "
-            f"{v['ratio_to_floor']:.2f}x | {v['median'] - floor:+.3f} | {cpu} |"
-        )
+        lines.append(f"| {STEP_LABELS.get(key, key)} | {_against_floor(v, floor)} |")
     for key, why in r.get("peers_not_measured", {}).items():
         lines.append(f"| {key} | {why} | | | | |")
     return lines
+
+
+def _against_floor(v: dict[str, Any], floor: float) -> str:
+    """A system's cells: median, p95, ratio to and time over the floor, client CPU."""
+    cpu = f"{v['cpu_ms_per_step']:.3f}" if "cpu_ms_per_step" in v else ""
+    return (
+        f"{v['median']:.3f} | {v['p95']:.3f} | {v['ratio_to_floor']:.2f}x | "
+        f"{v['median'] - floor:+.3f} | {cpu}"
+    )
 
 
 SIZE_LABELS = {
@@ -500,11 +505,8 @@ def _sizes_md(r: dict[str, Any]) -> list[str]:
         floor = row["floor"]["median"]
         for key, v in row.items():
             if isinstance(v, dict):
-                lines.append(
-                    f"| {size} ({row['bytes']:,} B) | {SIZE_LABELS.get(key, key)} | "
-                    f"{v['median']:.3f} | {v['p95']:.3f} | {v['ratio_to_floor']:.2f}x | "
-                    f"{v['median'] - floor:+.3f} | {v['cpu_ms_per_step']:.3f} |"
-                )
+                label = f"{size} ({row['bytes']:,} B) | {SIZE_LABELS.get(key, key)}"
+                lines.append(f"| {label} | {_against_floor(v, floor)} |")
     lengths = next(iter(r["redaction_ms"].values())).keys()
     lines += [
         "",
