@@ -261,6 +261,22 @@ def test_the_async_saver_reconnects_after_its_connection_is_killed():
     assert found.checkpoint["channel_values"] == {"count": 3, "branch:to:n1": None}
 
 
+async def _blocked_by(pid: int, params: dict[str, Any], timeout: float = 10.0) -> None:
+    """Wait until some session waits for a lock that session `pid` holds."""
+    async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as observer:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            cursor = await observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                [pid],
+            )
+            if (await cursor.fetchone())[0]:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"no session waited for a lock of session {pid}")
+            await asyncio.sleep(0.01)
+
+
 def _terminate(pid: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
@@ -285,8 +301,9 @@ def test_a_cancel_committing_while_a_checkpoint_waits_refuses_the_checkpoint():
             waiting = asyncio.ensure_future(
                 saver.aput(first, _checkpoint(2), {"source": "loop", "step": 2}, {"count": 2})
             )
-            await asyncio.sleep(0.3)
-            assert not waiting.done()  # the checkpoint waits for the cancel's row lock
+            # The checkpoint's statement waits for the cancel's row lock.
+            await _blocked_by(canceller.info.backend_pid, params)
+            assert not waiting.done()
             await canceller.commit()
             with pytest.raises(ThreadClosed, match="cancelled"):
                 await waiting
