@@ -117,10 +117,14 @@ def _put_sql(top: bool, leased: bool, create: bool, blobs: int) -> str:
         # The Run row changes only when the status does: rarely (start, interrupt, end).
         # Found by the parameter, not by a join with the fence: planned on an empty
         # table, the join was a sequential scan of every Run, at every checkpoint.
+        # Both conditions are one-time filters, so a checkpoint that keeps the status
+        # (most) reads neither the Run again nor the writes.
         moved = (
-            f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)} "
-            f"FROM moved_status WHERE {RUN}.id = %(run)s AND {RUN}.status <> moved_status.s "
-            f"AND EXISTS (SELECT FROM fence)), "
+            f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(), "
+            f"status = %(target)s::text, finished_at = CASE WHEN %(has_next)s THEN NULL "
+            f"ELSE STATEMENT_TIMESTAMP() END WHERE {RUN}.id = %(run)s "
+            f"AND EXISTS (SELECT FROM fence WHERE fence.status <> %(target)s::text) "
+            f"AND NOT EXISTS ({_HELD_BY_WRITES})), "
             if top
             else ""
         )
@@ -135,7 +139,7 @@ def _put_sql(top: bool, leased: bool, create: bool, blobs: int) -> str:
         created = "fenced AS (SELECT id FROM fence), "
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _CHECKPOINT_COLUMNS)
     return (
-        f"WITH {_MOVED_STATUS if top else ''}{fence}{moved}{created}"
+        f"WITH {_MOVED_STATUS if top and leased else ''}{fence}{moved}{created}"
         f"{_blobs_cte(blobs)}"
         f"saved AS (INSERT INTO {CHECKPOINT} (thread_id, checkpoint_ns, checkpoint_id, "
         f"{', '.join(_CHECKPOINT_COLUMNS)}, created_at) "
@@ -167,6 +171,16 @@ _MOVED_STATUS = (
     f"THEN 'awaiting_approval' WHEN %(has_next)s THEN 'running' ELSE 'succeeded' END AS s "
     f"FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
     f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0), "
+)
+
+
+# A task's error, or its interrupt not yet resumed, recorded against the checkpoint
+# before it (LangGraph saves checkpoints in the background): put_writes set the
+# status from them, which the checkpoint must not undo.
+_HELD_BY_WRITES = (
+    f"SELECT FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
+    f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0 HAVING bool_or(channel = '__error__') "
+    f"OR (bool_or(channel = '__interrupt__') AND NOT bool_or(channel = '__resume__'))"
 )
 
 
@@ -215,6 +229,7 @@ def _checkpoint_statement(
         "run": run_id,
         "ns": ns,
         "has_next": bool(row["next_nodes"]),
+        "target": Run.Status.RUNNING if row["next_nodes"] else Run.Status.SUCCEEDED,
         "channel_versions": json.dumps(row["channel_versions"]),
         "next_nodes": json.dumps(row["next_nodes"]),
         **_row_params(_BLOB_FIELDS, list(blobs)),

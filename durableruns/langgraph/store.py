@@ -51,6 +51,8 @@ def run_id_for(thread_id: str) -> str:
 def printable(text: str, limit: int = 300) -> str:
     """Text fit for a JSON column and a page: control characters and lone surrogates
     escaped, length bounded."""
+    if len(text) <= limit and text.isprintable():  # lone surrogates are not printable
+        return text
     out = []
     for ch in text[:limit]:
         code = ord(ch)

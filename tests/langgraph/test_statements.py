@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from django.db import InterfaceError, OperationalError, connection
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.types import Interrupt
 
 from durableruns.langgraph import AsyncDurableRunsSaver, ThreadClosed, native
 from durableruns.langgraph.saver import on_db_thread
@@ -206,6 +207,37 @@ def test_a_checkpoint_writes_the_run_row_only_when_the_status_changes():
     run = _filled(thread)
     assert _row_version(thread) != created
     assert (run.status, run.steps_used, run.finished_at is not None) == ("succeeded", 4, True)
+
+
+@pytest.mark.parametrize(
+    ("writes", "status"),
+    [
+        ([("task-1", "__error__", ValueError("boom"))], "failed"),
+        ([("task-1", "__interrupt__", (Interrupt(value="ok?", id="i-1"),))], "awaiting_approval"),
+        (
+            [
+                ("task-1", "__interrupt__", (Interrupt(value="ok?", id="i-1"),)),
+                ("task-1", "__resume__", "yes"),
+            ],
+            "running",
+        ),
+        ([("task-1", "count", 5)], "running"),
+    ],
+)
+def test_writes_recorded_before_their_checkpoint_decide_its_status(writes, status):
+    # LangGraph saves a checkpoint in the background while its tasks run, so a task's
+    # error or interrupt can be stored before the checkpoint it belongs to.
+    saver = AsyncDurableRunsSaver()
+    thread = f"early-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    later = _checkpoint(2)
+    pending = {"configurable": {**first["configurable"], "checkpoint_id": later["id"]}}
+    for task, channel, value in writes:
+        asyncio.run(saver.aput_writes(pending, [(channel, value)], task))
+
+    asyncio.run(saver.aput(first, later, {"source": "loop", "step": 2}, {"count": 2}))
+
+    assert Run.objects.get(pk=run_id_for(thread)).status == status
 
 
 def test_the_async_saver_prepares_its_statements():
