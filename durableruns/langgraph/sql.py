@@ -65,10 +65,12 @@ _CHECKPOINT_COLUMNS = (
 )
 
 
-# Threads this process stored a checkpoint for: their next checkpoints skip the
-# Run's INSERT (a thread deleted meanwhile is refused by the fence and recreated by
-# the ORM path). Cleared when full rather than kept in order: it is only a hint.
-_known: dict[str, None] = {}
+# Threads this process stored a checkpoint for, with the Run's status as last seen
+# here ("" when unsure): their next checkpoints skip the Run's INSERT (a thread
+# deleted meanwhile is refused by the fence and recreated by the ORM path), and those
+# that keep the status leave the Run's UPDATE out of their statement. Cleared when
+# full rather than kept in order: it is only a hint, which the database checks.
+_known: dict[str, str] = {}
 KNOWN_LIMIT = 10_000
 
 
@@ -97,22 +99,25 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
 
 
 @cache
-def _put_sql(top: bool, leased: bool, create: bool, blobs: int) -> str:
+def _put_sql(top: bool, leased: bool, create: bool, blobs: int, moves: bool) -> str:
+    """`moves`: a root checkpoint that may change the thread's status, as far as this
+    process knows; the others leave the Run's UPDATE out of the plan (opening the
+    Run's twelve indexes for an UPDATE that changes no row cost a tenth of `aput`)."""
     if leased:
         # A worker resuming the thread extends its lease at every checkpoint: that
         # UPDATE is the fence, and sets a root checkpoint's status with it.
         fence = (
             f"fence AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)}"
             f"{_EXTEND} {'FROM moved_status ' if top else ''}WHERE {_OPEN}{_LEASED} "
-            f"RETURNING {RUN}.id), "
+            f"RETURNING {RUN}.id, {RUN}.status), "
         )
         moved = ""
     else:
         # A row lock, not an UPDATE: a cancel or a redaction committing meanwhile is
         # waited for and then refuses the write, and no new version of the Run row (its
-        # twelve indexes) is written per checkpoint. A root checkpoint takes the lock
-        # it may upgrade to (its status UPDATE), so two writers cannot deadlock.
-        lock = "FOR NO KEY UPDATE" if top else "FOR SHARE"
+        # twelve indexes) is written per checkpoint. A checkpoint that may move the
+        # status takes the lock its UPDATE upgrades to, so two writers cannot deadlock.
+        lock = "FOR NO KEY UPDATE" if moves else "FOR SHARE"
         fence = f"fence AS (SELECT id, status FROM {RUN} WHERE {_OPEN} {lock}), "
         # The Run row changes only when the status does: rarely (start, interrupt, end).
         # Found by the parameter, not by a join with the fence: planned on an empty
@@ -124,8 +129,8 @@ def _put_sql(top: bool, leased: bool, create: bool, blobs: int) -> str:
             f"status = %(target)s::text, finished_at = CASE WHEN %(has_next)s THEN NULL "
             f"ELSE STATEMENT_TIMESTAMP() END WHERE {RUN}.id = %(run)s "
             f"AND EXISTS (SELECT FROM fence WHERE fence.status <> %(target)s::text) "
-            f"AND NOT EXISTS ({_HELD_BY_WRITES})), "
-            if top
+            f"AND NOT EXISTS ({_HELD_BY_WRITES}) RETURNING {RUN}.status), "
+            if moves
             else ""
         )
     if create:
@@ -148,7 +153,8 @@ def _put_sql(top: bool, leased: bool, create: bool, blobs: int) -> str:
         f"%(channel_versions)s::jsonb, %(next_nodes)s::jsonb, %(step)s::integer, %(source)s, "
         f"%(lg_run_id)s, STATEMENT_TIMESTAMP() FROM fenced "
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET {updates}) "
-        f"SELECT count(*) FROM fenced"
+        f"SELECT count(*), {'COALESCE((SELECT status FROM moved), ' if moved else '('}"
+        f"(SELECT status FROM fence)) FROM fenced"
     )
 
 
@@ -200,7 +206,11 @@ def put_checkpoint(*args: Any, **kwargs: Any) -> bool | None:
     if db is None:
         return None
     sql, params = _checkpoint_statement(db, *args, **kwargs)
-    return _checkpoint_stored(params["run"], _execute(db, sql, params))
+    if not _checkpoint_stored(params, _execute(db, sql, params)):
+        return False
+    if _status_left_behind(params):
+        _status_moved(params, _execute(db, _MOVE_SQL, params))
+    return True
 
 
 async def aput_checkpoint(*args: Any, **kwargs: Any) -> bool | None:
@@ -209,7 +219,11 @@ async def aput_checkpoint(*args: Any, **kwargs: Any) -> bool | None:
     if db is None:
         return None
     sql, params = _checkpoint_statement(db, *args, **kwargs)
-    return _checkpoint_stored(params["run"], await native.execute(sql, params))
+    if not _checkpoint_stored(params, await native.execute(sql, params)):
+        return False
+    if _status_left_behind(params):
+        _status_moved(params, await native.execute(_MOVE_SQL, params))
+    return True
 
 
 def _checkpoint_statement(
@@ -224,19 +238,22 @@ def _checkpoint_statement(
     owner: str,
 ) -> tuple[str, dict[str, Any]]:
     top, create = ns == "", not owner and run_id not in _known
+    target = Run.Status.RUNNING if row["next_nodes"] else Run.Status.SUCCEEDED
+    moves = top and not owner and (create or _known.get(run_id) != target)
     params = {
         **row,
         "run": run_id,
         "ns": ns,
         "has_next": bool(row["next_nodes"]),
-        "target": Run.Status.RUNNING if row["next_nodes"] else Run.Status.SUCCEEDED,
+        "target": target,
+        "moves": moves,
         "channel_versions": json.dumps(row["channel_versions"]),
         "next_nodes": json.dumps(row["next_nodes"]),
         **_row_params(_BLOB_FIELDS, list(blobs)),
         "owner": owner,
         "ttl": timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL),
     }
-    sql = _put_sql(top, bool(owner), create, _bucket(len(blobs)))
+    sql = _put_sql(top, bool(owner), create, _bucket(len(blobs)), moves)
     if create:
         # The Run's INSERT comes from Django's compiler, so it follows the model's
         # columns and defaults; its placeholders are spliced in positionally.
@@ -252,15 +269,40 @@ def _bucket(rows: int) -> int:
     return rows if rows <= VALUES_ROWS else VALUES_ROWS + 1
 
 
-def _checkpoint_stored(run_id: str, result: list[tuple[Any, ...]]) -> bool:
-    stored = bool(result[0][0])
-    if stored and run_id not in _known:
-        if len(_known) >= KNOWN_LIMIT:
-            _known.clear()
-        _known[run_id] = None
-    elif not stored:
+def _checkpoint_stored(params: dict[str, Any], result: list[tuple[Any, ...]]) -> bool:
+    """Whether the fence let the checkpoint in; remembers the thread and its status."""
+    (stored, status), run_id = result[0], params["run"]
+    if not stored:
         _known.pop(run_id, None)
-    return stored
+        return False
+    if run_id not in _known and len(_known) >= KNOWN_LIMIT:
+        _known.clear()
+    # No status: the statement created the Run, with the status it was given.
+    _known[run_id] = status or params.get("run_status", "")
+    return True
+
+
+def _status_left_behind(params: dict[str, Any]) -> bool:
+    """A root checkpoint stored without the status UPDATE (this process thought the
+    status would not move) found another status: someone else moved it since."""
+    top = params["ns"] == "" and not params["owner"]
+    return top and not params["moves"] and _known.get(params["run"]) != params["target"]
+
+
+# The status UPDATE of a root checkpoint whose statement left it out (rare: a thread
+# moved by another process). Fenced like the checkpoint: it never reopens a thread.
+_MOVE_SQL = (
+    f"WITH moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(), "
+    f"status = %(target)s::text, finished_at = CASE WHEN %(has_next)s THEN NULL "
+    f"ELSE STATEMENT_TIMESTAMP() END WHERE {_OPEN} AND {RUN}.status <> %(target)s::text "
+    f"AND NOT EXISTS ({_HELD_BY_WRITES}) RETURNING {RUN}.status) "
+    f"SELECT (SELECT status FROM moved)"
+)
+
+
+def _status_moved(params: dict[str, Any], result: list[tuple[Any, ...]]) -> None:
+    # Not moved: the status is held by the checkpoint's writes, or the thread closed.
+    _known[params["run"]] = result[0][0] or ""
 
 
 @cache
@@ -451,7 +493,12 @@ def _writes_statement(
 
 
 def _writes_stored(result: list[tuple[Any, ...]], params: dict[str, Any]) -> bool:
-    return bool(result[0][0]) if params["fenced"] else True
+    if not params["fenced"]:
+        return True
+    stored = bool(result[0][0])
+    if stored and params["status"] and params["run"] in _known:
+        _known[params["run"]] = params["status"]  # the next checkpoint knows it moved
+    return stored
 
 
 # --- reads ---------------------------------------------------------------------------

@@ -240,6 +240,34 @@ def test_writes_recorded_before_their_checkpoint_decide_its_status(writes, statu
     assert Run.objects.get(pk=run_id_for(thread)).status == status
 
 
+def test_a_checkpoint_that_keeps_the_status_sends_no_update_of_the_run(statements):
+    saver = AsyncDurableRunsSaver()
+    thread = f"lean-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    statements.clear()
+
+    _put(saver, first, 2)
+
+    assert len(statements) == 1 and f"UPDATE {Run._meta.db_table}" not in statements[0], statements
+
+
+@pytest.mark.parametrize("moved_to", ["succeeded", "failed", "awaiting_approval"])
+def test_a_status_moved_elsewhere_is_set_again_by_the_next_checkpoint(moved_to):
+    # Another process (a resume, an idle checkpoint) moved the status since this one
+    # last wrote: the checkpoint's statement finds out and puts it right.
+    saver = AsyncDurableRunsSaver()
+    thread = f"moved-{uuid.uuid4()}"
+    first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    Run.objects.filter(pk=run_id_for(thread)).update(status=moved_to)
+
+    second = _put(saver, first, 2)
+    assert Run.objects.get(pk=run_id_for(thread)).status == "running"
+    Run.objects.filter(pk=run_id_for(thread)).update(status="cancelled")
+    with pytest.raises(ThreadClosed):
+        _put(saver, second, 3)
+    assert Run.objects.get(pk=run_id_for(thread)).status == "cancelled"
+
+
 def test_the_async_saver_prepares_its_statements():
     saver = AsyncDurableRunsSaver()
     thread = f"prepared-{uuid.uuid4()}"
