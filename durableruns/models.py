@@ -582,9 +582,20 @@ class LangGraphThread(models.Model):
 # The LangGraph tables' thread foreign keys take no index of their own: each table's
 # unique constraint starts with the thread, and serves its lookups. Every index is
 # written at every checkpoint (docs/benchmarks.md, the LangGraph section).
+#
+# Checkpoints and blobs are only ever inserted under the fence, a lock on their Run
+# (langgraph/sql.py; the ORM path updates the Run first), and a thread is deleted only
+# with its Run and under a lock on it (store.delete_thread, retention). So their thread
+# exists, and the database's own check is left out: at every checkpoint it locked the
+# thread row again, for a sixth of a checkpoint's time. The writes keep theirs: a
+# task's plain writes are not fenced, and a missing thread is found by that check.
 class LangGraphCheckpoint(models.Model):
     thread = models.ForeignKey(
-        LangGraphThread, on_delete=models.CASCADE, related_name="checkpoints", db_index=False
+        LangGraphThread,
+        on_delete=models.CASCADE,
+        related_name="checkpoints",
+        db_index=False,
+        db_constraint=False,
     )
     checkpoint_ns = models.TextField(default="", blank=True)
     checkpoint_id = models.TextField()
@@ -618,7 +629,11 @@ class LangGraphBlob(models.Model):
     """One channel value at one version (shared by the checkpoints that saw it)."""
 
     thread = models.ForeignKey(
-        LangGraphThread, on_delete=models.CASCADE, related_name="+", db_index=False
+        LangGraphThread,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,  # as the checkpoint's: inserted under the fence
     )
     checkpoint_ns = models.TextField(default="", blank=True)
     channel = models.TextField()

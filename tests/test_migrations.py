@@ -71,3 +71,20 @@ def test_a_checkpoint_writes_no_index_it_does_not_need():
         constraints = connection.introspection.get_constraints(cursor, "durableruns_step")
     indexed = sorted(tuple(c["columns"]) for c in constraints.values() if c["index"] or c["unique"])
     assert indexed == [("id",), ("run_id", "position")]
+
+
+@pytest.mark.django_db
+def test_only_the_unfenced_langgraph_table_keeps_its_foreign_key_check():
+    """Checkpoints and blobs are inserted under the fence (a lock on their Run), so the
+    database's check of their thread, which locked the thread row again at every
+    checkpoint, is gone (0013). A task's plain writes are not fenced: theirs stays."""
+    from django.db import connection
+
+    def foreign_keys(table: str) -> list[tuple[str, ...]]:
+        with connection.cursor() as cursor:
+            constraints = connection.introspection.get_constraints(cursor, table)
+        return [tuple(c["columns"]) for c in constraints.values() if c["foreign_key"]]
+
+    assert foreign_keys("durableruns_langgraphcheckpoint") == []
+    assert foreign_keys("durableruns_langgraphblob") == []
+    assert foreign_keys("durableruns_langgraphwrite") == [("thread_id",)]

@@ -440,7 +440,13 @@ def load_writes(run_id: str, ns: str, checkpoint_id: str) -> list[LangGraphWrite
 
 
 def delete_thread(thread_id: str) -> None:
-    Run.objects.filter(pk=run_id_for(thread_id), kind=Run.Kind.LANGGRAPH).delete()
+    doomed = Run.objects.filter(pk=run_id_for(thread_id), kind=Run.Kind.LANGGRAPH)
+    with transaction.atomic():
+        # The fence's lock first: a checkpoint being stored is waited for and deleted
+        # with the rest, and a later one is refused. Checkpoints have no database
+        # foreign key that would catch one left behind (models.py).
+        if doomed.select_for_update().values_list("pk", flat=True):
+            doomed.delete()
 
 
 def delete_for_runs(run_ids: Sequence[str]) -> None:

@@ -15,7 +15,7 @@ from django.db import InterfaceError, OperationalError, connection
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Interrupt
 
-from durableruns.langgraph import AsyncDurableRunsSaver, ThreadClosed, native
+from durableruns.langgraph import AsyncDurableRunsSaver, ThreadClosed, native, store
 from durableruns.langgraph.saver import on_db_thread
 from durableruns.langgraph.store import run_id_for
 from durableruns.models import LangGraphCheckpoint, LangGraphThread, LangGraphWrite, Run
@@ -374,3 +374,45 @@ def test_a_cancel_committing_while_a_checkpoint_waits_refuses_the_checkpoint():
 
     stored = LangGraphCheckpoint.objects.filter(thread_id=run_id_for(thread))
     assert [c.checkpoint_id for c in stored] == [first["configurable"]["checkpoint_id"]]
+
+
+def test_deleting_a_thread_waits_for_a_checkpoint_being_stored_and_deletes_it_too():
+    """Checkpoints have no database foreign key to their thread (the fence is their
+    check): deleting the thread takes the fence's lock first, so a checkpoint stored
+    meanwhile is not left behind without its thread."""
+    saver = AsyncDurableRunsSaver()
+    thread = f"doomed-{uuid.uuid4()}"
+    run_id = run_id_for(thread)
+    _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+
+    def delete() -> None:
+        try:
+            store.delete_thread(thread)
+        finally:
+            connection.close()
+
+    async def scenario() -> None:
+        # A checkpoint's statement under way: the fence's lock taken, its row inserted.
+        writer = await psycopg.AsyncConnection.connect(**params)
+        try:
+            await writer.execute("SELECT id FROM durableruns_run WHERE id = %s FOR SHARE", [run_id])
+            await writer.execute(
+                "INSERT INTO durableruns_langgraphcheckpoint (thread_id, checkpoint_ns, "
+                "checkpoint_id, parent_checkpoint_id, type, metadata_type, channel_versions, "
+                "next_nodes, source, lg_run_id, created_at) "
+                "VALUES (%s, '', 'late', '', 'msgpack', 'msgpack', '{}', '[]', '', '', now())",
+                [run_id],
+            )
+            deleting = asyncio.ensure_future(asyncio.to_thread(delete))
+            await _blocked_by(writer.info.backend_pid, params)
+            await writer.commit()
+            await deleting
+        finally:
+            await writer.close()
+
+    asyncio.run(scenario())
+
+    assert not Run.objects.filter(pk=run_id).exists()
+    assert not LangGraphCheckpoint.objects.filter(thread_id=run_id).exists()
