@@ -566,8 +566,14 @@ class LangGraphThread(models.Model):
     """The thread behind a langgraph Run. Thread ids may be any string (NUL, lone
     surrogates, megabytes), so the id is stored as bytes and the Run id is its hash."""
 
+    # Inserted with its Run, in the same statement or transaction: no database check
+    # of the link (it locked the Run row again at every new thread; migration 0013).
     run = models.OneToOneField(
-        Run, primary_key=True, on_delete=models.CASCADE, related_name="langgraph_thread"
+        Run,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="langgraph_thread",
+        db_constraint=False,
     )
     thread_id_bytes = models.BinaryField()
 

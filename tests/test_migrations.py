@@ -87,4 +87,23 @@ def test_only_the_unfenced_langgraph_table_keeps_its_foreign_key_check():
 
     assert foreign_keys("durableruns_langgraphcheckpoint") == []
     assert foreign_keys("durableruns_langgraphblob") == []
+    assert foreign_keys("durableruns_langgraphthread") == []  # inserted with its Run
     assert foreign_keys("durableruns_langgraphwrite") == [("thread_id",)]
+
+
+@pytest.mark.django_db
+def test_no_pattern_index_is_written_that_no_query_uses():
+    """No LIKE is run on a Run's parent or a thread's Run id: their varchar_pattern_ops
+    twins were written at every new run and thread for nothing (0013)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("varchar_pattern_ops is Postgres's")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexdef FROM pg_indexes WHERE indexdef LIKE %s "
+            "AND tablename LIKE 'durableruns%%'",
+            ["%varchar_pattern_ops%"],
+        )
+        twins = sorted(t for t, d in cursor.fetchall() if "parent_id" in d or "thread" in t)
+    assert twins == []
