@@ -108,9 +108,17 @@ def _put_sql(top: bool, leased: bool, create: bool, blobs: int, moves: bool) -> 
     if leased:
         # A worker resuming the thread extends its lease at every checkpoint: that
         # UPDATE is the fence, and sets a root checkpoint's status with it.
+        status = (
+            f", status = CASE WHEN held.held THEN {RUN}.status ELSE %(target)s::text END, "
+            f"finished_at = CASE WHEN held.held THEN {RUN}.finished_at "
+            f"ELSE {_finished_at('target')} END"
+            if top
+            else ""
+        )
         fence = (
-            f"fence AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){_status(top)}"
-            f"{_EXTEND} {'FROM moved_status ' if top else ''}WHERE {_OPEN}{_LEASED} "
+            f"{f'held AS (SELECT EXISTS ({_HELD_BY_WRITES}) AS held), ' if top else ''}"
+            f"fence AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(){status}{_EXTEND} "
+            f"{'FROM held ' if top else ''}WHERE {_OPEN}{_LEASED} "
             f"RETURNING {RUN}.id, {RUN}.status), "
         )
         moved = ""
@@ -126,15 +134,8 @@ def _put_sql(top: bool, leased: bool, create: bool, blobs: int, moves: bool) -> 
         # table, the join was a sequential scan of every Run, at every checkpoint.
         # Both conditions are one-time filters, so a checkpoint that keeps the status
         # (most) reads neither the Run again nor the writes.
-        moved = (
-            f"moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(), "
-            f"status = %(target)s::text, finished_at = CASE WHEN %(has_next)s THEN NULL "
-            f"ELSE STATEMENT_TIMESTAMP() END WHERE {RUN}.id = %(run)s "
-            f"AND EXISTS (SELECT FROM fence WHERE fence.status <> %(target)s::text) "
-            f"AND NOT EXISTS ({_HELD_BY_WRITES}) RETURNING {RUN}.status), "
-            if moves
-            else ""
-        )
+        moving = f"{RUN}.id = %(run)s AND EXISTS (SELECT FROM fence WHERE {_ELSEWHERE})"
+        moved = f"moved AS ({_move_status(moving)}), " if moves else ""
     if create:
         created = (
             f"created AS (%(insert_run)s ON CONFLICT (id) DO NOTHING RETURNING id), "
@@ -146,7 +147,7 @@ def _put_sql(top: bool, leased: bool, create: bool, blobs: int, moves: bool) -> 
         created = "fenced AS (SELECT id FROM fence), "
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _CHECKPOINT_COLUMNS)
     return (
-        f"WITH {_MOVED_STATUS if top and leased else ''}{fence}{moved}{created}"
+        f"WITH {fence}{moved}{created}"
         f"{_blobs_cte(blobs)}"
         f"saved AS (INSERT INTO {CHECKPOINT} (thread_id, checkpoint_ns, checkpoint_id, "
         f"{', '.join(_CHECKPOINT_COLUMNS)}, created_at) "
@@ -170,21 +171,10 @@ def _blobs_cte(rows: int) -> str:
     )
 
 
-# A root checkpoint's status: failed or interrupted when a task's error or interrupt
-# is already recorded against it (LangGraph saves checkpoints in the background), else
-# running while nodes remain, idle when none do.
-_MOVED_STATUS = (
-    f"moved_status AS (SELECT CASE WHEN bool_or(channel = '__error__') THEN 'failed' "
-    f"WHEN bool_or(channel = '__interrupt__') AND NOT bool_or(channel = '__resume__') "
-    f"THEN 'awaiting_approval' WHEN %(has_next)s THEN 'running' ELSE 'succeeded' END AS s "
-    f"FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
-    f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0), "
-)
-
-
-# A task's error, or its interrupt not yet resumed, recorded against the checkpoint
-# before it (LangGraph saves checkpoints in the background): put_writes set the
-# status from them, which the checkpoint must not undo.
+# A root checkpoint's status (its `target`): running while nodes remain, idle when
+# none do. Unless a task's error, or its interrupt not yet resumed, is recorded against
+# the checkpoint before it (LangGraph saves checkpoints in the background): put_writes
+# set the status from those, and the checkpoint must not undo it.
 _HELD_BY_WRITES = (
     f"SELECT FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
     f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0 HAVING bool_or(channel = '__error__') "
@@ -192,13 +182,22 @@ _HELD_BY_WRITES = (
 )
 
 
-def _status(top: bool) -> str:
-    if not top:
-        return ""
+_ELSEWHERE = "status <> %(target)s::text"  # the Run's status is not the checkpoint's
+
+
+def _move_status(where: str) -> str:
+    """The UPDATE that sets a root checkpoint's status, where the writes do not hold it."""
     return (
-        ", status = moved_status.s, finished_at = CASE WHEN moved_status.s = 'running' "
-        "THEN NULL ELSE STATEMENT_TIMESTAMP() END"
+        f"UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(), status = %(target)s::text, "
+        f"finished_at = {_finished_at('target')} WHERE {where} "
+        f"AND NOT EXISTS ({_HELD_BY_WRITES}) RETURNING {RUN}.status"
     )
+
+
+def _finished_at(status: str, cast: str = "text") -> str:
+    """A Run's finished_at for the status in parameter `status` (typed as its other uses
+    in the statement type it): none while running."""
+    return f"CASE WHEN %({status})s::{cast} = 'running' THEN NULL ELSE STATEMENT_TIMESTAMP() END"
 
 
 def put_checkpoint(*args: Any, **kwargs: Any) -> bool | None:
@@ -246,7 +245,6 @@ def _checkpoint_statement(
         **row,
         "run": run_id,
         "ns": ns,
-        "has_next": bool(row["next_nodes"]),
         "target": target,
         "moves": moves,
         "channel_versions": json.dumps(row["channel_versions"]),
@@ -294,10 +292,7 @@ def _status_left_behind(params: dict[str, Any]) -> bool:
 # The status UPDATE of a root checkpoint whose statement left it out (rare: a thread
 # moved by another process). Fenced like the checkpoint: it never reopens a thread.
 _MOVE_SQL = (
-    f"WITH moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP(), "
-    f"status = %(target)s::text, finished_at = CASE WHEN %(has_next)s THEN NULL "
-    f"ELSE STATEMENT_TIMESTAMP() END WHERE {_OPEN} AND {RUN}.status <> %(target)s::text "
-    f"AND NOT EXISTS ({_HELD_BY_WRITES}) RETURNING {RUN}.status) "
+    f"WITH moved AS ({_move_status(f'{_OPEN} AND {RUN}.{_ELSEWHERE}')}) "
     f"SELECT (SELECT status FROM moved)"
 )
 
@@ -319,9 +314,7 @@ _RUN_NOW = {
     "started_at": "STATEMENT_TIMESTAMP()",
     "created_at": "STATEMENT_TIMESTAMP()",
     "updated_at": "STATEMENT_TIMESTAMP()",
-    "finished_at": (
-        "CASE WHEN %(run_status)s::varchar = 'running' THEN NULL ELSE STATEMENT_TIMESTAMP() END"
-    ),
+    "finished_at": _finished_at("run_status", "varchar"),  # as the status column's
 }
 
 
@@ -406,10 +399,7 @@ def _writes_sql(fenced: bool, leased: bool, status: bool, rows: int) -> str:
         return insert + " RETURNING 1"
     set_status = ""
     if status:
-        set_status = (
-            ", status = %(status)s::text, finished_at = CASE WHEN %(status)s::text = 'running' "
-            "THEN NULL ELSE STATEMENT_TIMESTAMP() END"
-        )
+        set_status = f", status = %(status)s::text, finished_at = {_finished_at('status')}"
     return (
         f"WITH moved AS (UPDATE {RUN} SET updated_at = STATEMENT_TIMESTAMP()"
         f"{set_status}{_EXTEND if leased else ''} "

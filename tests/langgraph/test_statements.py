@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from django.db import InterfaceError, OperationalError, connection
+from django.utils import timezone
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Interrupt
 
 from durableruns.langgraph import AsyncDurableRunsSaver, ThreadClosed, native, store
+from durableruns.langgraph.resume import current_owner
 from durableruns.langgraph.saver import on_db_thread
 from durableruns.langgraph.store import run_id_for
 from durableruns.models import LangGraphCheckpoint, LangGraphThread, LangGraphWrite, Run
@@ -224,18 +227,28 @@ def test_a_checkpoint_writes_the_run_row_only_when_the_status_changes():
         ([("task-1", "count", 5)], "running"),
     ],
 )
-def test_writes_recorded_before_their_checkpoint_decide_its_status(writes, status):
+@pytest.mark.parametrize("worker", ["", "worker-1"], ids=["caller", "leased-worker"])
+def test_writes_recorded_before_their_checkpoint_decide_its_status(writes, status, worker):
     # LangGraph saves a checkpoint in the background while its tasks run, so a task's
-    # error or interrupt can be stored before the checkpoint it belongs to.
+    # error or interrupt can be stored before the checkpoint it belongs to: in the
+    # caller's process, or in a worker resuming the thread under its lease.
     saver = AsyncDurableRunsSaver()
     thread = f"early-{uuid.uuid4()}"
     first = _put(saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, 1)
+    if worker:
+        Run.objects.filter(pk=run_id_for(thread)).update(
+            lease_owner=worker, lease_expires_at=timezone.now() + timedelta(minutes=5)
+        )
     later = _checkpoint(2)
     pending = {"configurable": {**first["configurable"], "checkpoint_id": later["id"]}}
-    for task, channel, value in writes:
-        asyncio.run(saver.aput_writes(pending, [(channel, value)], task))
+    token = current_owner.set(worker)
+    try:
+        for task, channel, value in writes:
+            asyncio.run(saver.aput_writes(pending, [(channel, value)], task))
 
-    asyncio.run(saver.aput(first, later, {"source": "loop", "step": 2}, {"count": 2}))
+        asyncio.run(saver.aput(first, later, {"source": "loop", "step": 2}, {"count": 2}))
+    finally:
+        current_owner.reset(token)
 
     assert Run.objects.get(pk=run_id_for(thread)).status == status
 
