@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
+from django.db.models import Count, F, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -17,8 +17,9 @@ from .. import roles
 from ..engine import registry
 from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import RESUMABLE
-from . import keyset
+from . import keyset, live
 from .filters import FilterError, RunFilters, moment
+from .step_window import before_param, step_window
 from .timeline import duration_text, pending_bar, step_rows, timeline
 
 PAGE_SIZE = 50
@@ -170,8 +171,11 @@ def run_statuses(request: HttpRequest) -> HttpResponse:
 @roles.permission_required(roles.VIEW_RUNS)
 def run(request: HttpRequest, run_id: str) -> HttpResponse:
     record = get_object_or_404(Run.objects.select_related("created_by", "parent"), pk=run_id)
+    version = "" if record.is_terminal else live.run_version(record)
+    if version and live.unchanged(request, version):
+        return HttpResponse(status=204)
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
-    return render(request, template, run_context(request, record))
+    return render(request, template, run_context(request, record, version))
 
 
 @require_GET
@@ -203,15 +207,11 @@ def _annotate(step: Step, record: Run) -> None:
     )
 
 
-def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
+def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[str, Any]:
     """Everything the run page shows; a fixed number of queries whatever the run's size."""
-    # Payloads are loaded per step when opened (run_step), not for every step here.
-    steps = list(
-        record.steps.order_by("position")
-        .defer("input", "result", "error")
-        .annotate(failed=ExpressionWrapper(Q(error__isnull=False), output_field=BooleanField()))
-    )
-    effects = list(record.effects.order_by("position"))
+    # The newest WINDOW steps; payloads are loaded per step when opened (run_step).
+    window = step_window(record, before_param(request))
+    steps, effects = window.steps, window.effects
     for step in steps:
         _annotate(step, record)
     axis = timeline(record, steps, pending_until=record.wake_at)
@@ -220,13 +220,16 @@ def run_context(request: HttpRequest, record: Run) -> dict[str, Any]:
     Run.fill_langgraph_activity([record])
     return {
         "run": record,
+        # A terminal run's page stops polling, so it needs no version.
+        "live_version": version or ("" if record.is_terminal else live.run_version(record)),
         "native": native,
         "langgraph": None if native else _langgraph_thread(record),
         "steps": steps,
+        "window": window,
         "step_rows": step_rows(steps, _step_url(record)),
         "effects": effects,
         "recorded_positions": {step.position for step in steps},
-        "budget": _budget(record, steps),
+        "budget": _budget(record, steps, complete=window.complete),
         "axis": axis,
         "pending": _pending(record, effects, axis),
         "audit": list(AuditEvent.objects.for_run(record)),
@@ -275,19 +278,16 @@ def _pending(record: Run, effects: list[Effect], axis: dict[str, Any]) -> dict[s
     return {"retry": retry, "escalations": unknown, "any": bool(retry or unknown)}
 
 
-def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
+def _budget(record: Run, steps: list[Step], complete: bool) -> dict[str, Any]:
     """Steps and time used. Time spent waiting for a person does not count (the engine
-    excludes approval waits from the time budget, so the page does too)."""
+    excludes approval waits from the time budget, so the page does too). `complete`:
+    `steps` are all the run's steps, else the waits are summed in the database."""
     used = max(record.steps_used, len(steps))
     elapsed = waiting = 0.0
     if record.started_at:
         end = record.finished_at or timezone.now()
         elapsed = (end - record.started_at).total_seconds()
-        waiting = sum(
-            (step.finished_at - step.started_at).total_seconds()
-            for step in steps
-            if step.kind == Step.Kind.APPROVAL and not step.copied
-        )
+        waiting = _approval_waits(record, steps, complete)
         if record.status == Run.Status.AWAITING_APPROVAL:
             asked = (
                 Approval.objects.filter(run=record, state=Approval.State.PENDING)
@@ -307,6 +307,22 @@ def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
         "max_seconds": record.max_duration_seconds,
         "seconds_pct": min(100, round(100 * counted / limit)),
     }
+
+
+def _approval_waits(record: Run, steps: list[Step], complete: bool) -> float:
+    """Seconds the run's own approval steps waited (steps copied from a fork's parent
+    waited in the parent's time)."""
+    if complete:
+        return sum(
+            (step.finished_at - step.started_at).total_seconds()
+            for step in steps
+            if step.kind == Step.Kind.APPROVAL and not step.copied
+        )
+    own = record.steps.filter(kind=Step.Kind.APPROVAL)
+    if record.parent_id and record.fork_position is not None:
+        own = own.exclude(position__lt=record.fork_position, lease_number=0)
+    waited = own.aggregate(total=Sum(F("finished_at") - F("started_at")))["total"]
+    return waited.total_seconds() if waited else 0.0
 
 
 @require_GET

@@ -32,3 +32,25 @@
     }
   });
 })();
+// 3. A running run's time budget counts on the page: an unchanged poll answers 204 (no
+//    body) so the server never re-renders just because the clock moved. The counter
+//    restarts from the server's figure whenever a render brings a new one.
+(function () {
+  "use strict";
+  function text(value) {  // the `seconds` template filter, in the browser
+    if (value < 1) { return Math.round(value * 1000) + " ms"; }
+    if (value < 60) { return value.toFixed(1) + " s"; }
+    if (value < 3600) { return Math.floor(value / 60) + " min " + Math.floor(value % 60) + " s"; }
+    return Math.floor(value / 3600) + " h " + Math.floor(value % 3600 / 60) + " min";
+  }
+  setInterval(function () {
+    document.querySelectorAll("[data-counted]").forEach(function (el) {
+      if (el.dataset.base !== el.dataset.counted) {
+        el.dataset.base = el.dataset.counted;
+        el.dataset.since = String(Date.now());
+      }
+      var counted = parseFloat(el.dataset.counted) + (Date.now() - Number(el.dataset.since)) / 1000;
+      el.textContent = text(counted) + " of " + el.dataset.of;
+    });
+  }, 1000);
+})();

@@ -1,0 +1,143 @@
+"""A live run page's poll costs nothing when nothing changed (issue 27): the page sends
+the version it shows, and an unchanged poll is answered 204 with no body and no template
+rendered; any change the page would show makes the next poll render again."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import timedelta
+
+import pytest
+from django.test.utils import ContextList
+from django.urls import reverse
+from django.utils import timezone
+
+from durableruns.models import AuditEvent, Run, Step
+from tests.web.dashboard import make_effect, make_run, make_step
+
+pytestmark = pytest.mark.django_db
+
+
+def _version(body: str) -> str:
+    return re.search(r'"X-Live-Version": "([0-9a-f]+)"', body).group(1)
+
+
+def _poll(client, run: Run, version: str):
+    return client.get(
+        reverse("run", args=[run.id]), headers={"HX-Request": "true", "X-Live-Version": version}
+    )
+
+
+@pytest.fixture
+def busy(alice, client) -> Run:
+    client.force_login(alice)
+    run = make_run("busy", status=Run.Status.RUNNING, started_at=timezone.now())
+    make_step(run, 0)
+    return run
+
+
+def test_an_unchanged_poll_is_204_with_no_body_and_no_template(client, busy):
+    version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+    response = _poll(client, busy, version)
+    assert response.status_code == 204
+    assert response.content == b""
+    assert not response.templates and not isinstance(response.context, ContextList)
+
+
+def test_the_clock_alone_does_not_change_the_version(client, busy):
+    first = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+    time.sleep(1.1)  # what is under test is time passing: the old render's budget text moved
+    assert _poll(client, busy, first).status_code == 204
+    # The time budget counts in the browser instead, from the figure the render carried.
+    body = client.get(reverse("run", args=[busy.id])).content.decode()
+    assert re.search(r'id="time-budget" data-counted="[0-9.]+" data-of="30 min 0 s"', body)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "a new step",
+        "a step's effect finishing",
+        "the status",
+        "an audit event",
+        "a lease pass",
+    ],
+)
+def test_any_change_on_the_page_renders_again(client, busy, change):
+    version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+    if change == "a new step":
+        make_step(busy, 1, name="refund")
+    elif change == "a step's effect finishing":
+        effect = make_effect(busy, 0, state="started")
+        version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+        effect.state, effect.finished_at = "succeeded", timezone.now()
+        effect.save()
+    elif change == "the status":
+        Run.objects.filter(pk=busy.pk).update(status=Run.Status.SUCCEEDED)
+    elif change == "an audit event":
+        AuditEvent.objects.create(
+            actor_name="bob", action="run.note", target_type="run", target_id=busy.id
+        )
+    else:
+        Run.objects.filter(pk=busy.pk).update(leases_taken=2)
+    response = _poll(client, busy, version)
+    assert response.status_code == 200
+    assert response.content.decode().lstrip().startswith('<section id="run-live"')
+    if change != "the status":  # a terminal render stops polling: it carries no version
+        assert _version(response.content.decode()) != version
+
+
+def test_a_poll_with_a_stale_or_forged_version_renders(client, busy):
+    for version in ("", "0" * 16, "\x00", "é" * 300):
+        response = _poll(client, busy, version.encode("utf-8").decode("latin-1"))
+        assert response.status_code == 200
+
+
+def test_the_version_costs_two_queries(client, busy, django_assert_max_num_queries):
+    version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+    Step.objects.filter(run=busy).update(finished_at=timezone.now() - timedelta(seconds=1))
+    version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+    # session + user + permissions + the run + the version's two queries
+    with django_assert_max_num_queries(8):
+        assert _poll(client, busy, version).status_code == 204
+
+
+def _many_steps(run: Run, count: int) -> None:
+    Step.objects.bulk_create(
+        Step(
+            run=run,
+            position=p,
+            step_id=f"{p}-s",
+            kind="tool",
+            name="lookup_order",
+            started_at=run.started_at,
+            finished_at=run.started_at,
+        )
+        for p in range(count)
+    )
+
+
+def test_a_long_run_shows_its_newest_hundred_steps_and_pages_back(client, busy):
+    Step.objects.filter(run=busy).delete()
+    _many_steps(busy, 250)
+    Run.objects.filter(pk=busy.pk).update(steps_used=250)  # the engine counts as it records
+    body = client.get(reverse("run", args=[busy.id])).content.decode()
+    assert body.count('class="step step-') == 100
+    assert 'id="step-249"' in body and 'id="step-149"' not in body
+    assert "Showing steps #150 to #249 of 250" in body
+    older = re.search(r'href="\?before=(\d+)" id="older-steps"', body).group(1)
+    assert older == "150"
+    page = client.get(reverse("run", args=[busy.id]), {"before": older}).content.decode()
+    assert "Showing steps #50 to #149 of 250" in page and 'id="newest-steps"' in page
+    # its live region keeps polling the same window
+    assert f'hx-get="/runs/busy/?before={older}"' in page
+    first = client.get(reverse("run", args=[busy.id]), {"before": "50"}).content.decode()
+    assert "Showing steps #0 to #49" in first and 'id="older-steps"' not in first
+
+
+@pytest.mark.parametrize("before", ["²", "-1", "9" * 40, "x", "1e3"])
+def test_a_hostile_window_is_the_newest_one(client, busy, before):
+    response = client.get(reverse("run", args=[busy.id]), {"before": before})
+    assert response.status_code == 200
+    assert 'id="step-0"' in response.content.decode()
