@@ -158,7 +158,9 @@ def _wake_if_settled(run_id: str) -> bool:
     the run escalated (store.release_escalated) either commits first, and this sees
     `escalated`, or waits and then sees the resolution. Conditional: a run someone
     cancelled meanwhile stays cancelled (resume it to go on)."""
-    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+    # Locked and touched: a live run page sees the resolution even while other
+    # escalations of the run keep it escalated (web/live.py reads updated_at).
+    Run.objects.select_for_update().filter(pk=run_id).update(updated_at=Now())
     if Effect.objects.filter(run_id=run_id, state=Effect.State.UNKNOWN).exists():
         return False
     woken = Run.objects.filter(pk=run_id, status=Run.Status.ESCALATED).update(

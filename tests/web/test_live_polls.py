@@ -13,7 +13,8 @@ from django.test.utils import ContextList
 from django.urls import reverse
 from django.utils import timezone
 
-from durableruns.models import AuditEvent, Run, Step
+from durableruns.models import Approval, AuditEvent, Run, Step
+from durableruns.services import escalations
 from tests.web.dashboard import make_effect, make_run, make_step
 
 pytestmark = pytest.mark.django_db
@@ -62,9 +63,11 @@ def test_the_clock_alone_does_not_change_the_version(client, busy):
         "the status",
         "an audit event",
         "a lease pass",
+        "one of two escalations resolved",
+        "an approval decided",
     ],
 )
-def test_any_change_on_the_page_renders_again(client, busy, change):
+def test_any_change_on_the_page_renders_again(client, busy, change, bob):
     version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
     if change == "a new step":
         make_step(busy, 1, name="refund")
@@ -79,8 +82,20 @@ def test_any_change_on_the_page_renders_again(client, busy, change):
         AuditEvent.objects.create(
             actor_name="bob", action="run.note", target_type="run", target_id=busy.id
         )
-    else:
+    elif change == "a lease pass":
         Run.objects.filter(pk=busy.pk).update(leases_taken=2)
+    elif change == "an approval decided":
+        approval = Approval.objects.create(run=busy, position=0, name="ok", allowed=["approve"])
+        version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+        approval.state, approval.decided_at = Approval.State.APPROVED, timezone.now()
+        approval.save()
+    else:
+        Run.objects.filter(pk=busy.pk).update(status=Run.Status.ESCALATED)
+        first = make_effect(busy, 0, state="unknown")
+        make_effect(busy, 1, state="unknown")
+        make_step(busy, 1)
+        version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+        escalations.resolve(first, "not_happened", user=bob, note="checked with the bank")
     response = _poll(client, busy, version)
     assert response.status_code == 200
     assert response.content.decode().lstrip().startswith('<section id="run-live"')
