@@ -14,7 +14,15 @@ from django.db.models import CharField, Count, Max, OuterRef, Subquery
 from django.db.models.functions import Cast, Concat
 from django.http import HttpRequest
 
-from ..models import Approval, AuditEvent, Effect, Run, Step
+from ..models import (
+    Approval,
+    AuditEvent,
+    Effect,
+    LangGraphCheckpoint,
+    LangGraphWrite,
+    Run,
+    Step,
+)
 
 HEADER = "X-Live-Version"
 
@@ -28,7 +36,9 @@ def run_version(record: Run) -> str:
       an escalation resolved while others of the run are still unknown);
     - its newest step and newest effect: both are appended in order, and an older
       effect changes only with the run row (a retry, an escalation) or a new step;
-    - its approvals (a handful per run) and the newest audit event on the run.
+    - its approvals (a handful per run) and the newest audit event on the run;
+    - for a LangGraph thread, its newest root checkpoint and the writes against it (a
+      checkpoint that keeps the thread's status does not touch the run row).
 
     Time passing alone does not change it: the page counts elapsed time itself
     (static/durableruns/app.js)."""
@@ -40,6 +50,13 @@ def run_version(record: Run) -> str:
     )
     approvals = Approval.objects.filter(run_id=OuterRef("pk")).values("run_id")
     audit = AuditEvent.objects.filter(target_type="run", target_id=OuterRef("pk"))
+    checkpoint = LangGraphCheckpoint.objects.filter(thread_id=OuterRef("pk"), checkpoint_ns="")
+    newest_checkpoint = checkpoint.order_by("-checkpoint_id").values("checkpoint_id")[:1]
+    writes = LangGraphWrite.objects.filter(
+        thread_id=OuterRef(OuterRef("pk")),
+        checkpoint_ns="",
+        checkpoint_id=OuterRef("checkpoint_id"),
+    )
     row = (
         Run.objects.filter(pk=record.pk)
         .annotate(
@@ -58,6 +75,14 @@ def run_version(record: Run) -> str:
                 ).values("t")[:1]
             ),
             newest_audit=Subquery(audit.order_by("-pk").values("pk")[:1]),
+            newest_checkpoint=Subquery(newest_checkpoint),
+            checkpoint_writes=Subquery(
+                checkpoint.order_by("-checkpoint_id")
+                .annotate(
+                    n=Subquery(writes.values("thread_id").annotate(n=Count("pk")).values("n"))
+                )
+                .values("n")[:1]
+            ),
         )
         .values_list(*VERSIONED_FIELDS)
         .first()
@@ -69,7 +94,7 @@ VERSIONED_FIELDS = (
     "status", "updated_at", "fence", "leases_taken", "steps_used", "wake_at",
     "retry_attempts", "legal_hold", "redacted_at", "tokens_in", "tokens_out",
     "newest_step", "newest_step_at", "newest_effect", "newest_effect_text",
-    "approvals_seen", "newest_audit",
+    "approvals_seen", "newest_audit", "newest_checkpoint", "checkpoint_writes",
 )  # fmt: skip
 
 

@@ -166,3 +166,21 @@ def test_a_reviewer_cannot_fork_and_a_bad_checkpoint_is_refused(client, alice, b
 
     assert response.status_code == 400  # the validation layer refuses NUL before the view
     assert Run.objects.filter(kind="langgraph").count() == 1
+
+
+def test_a_live_thread_page_renders_again_after_a_checkpoint_that_keeps_its_status(client, alice):
+    """A checkpoint that keeps the thread's status does not touch the run row: the live
+    poll's version still sees it (web/live.py)."""
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    graph.invoke({"order": "V-1"}, _config("versioned"))
+    client.force_login(alice)
+    url = f"/runs/{run_id_for('versioned')}/"
+    Run.objects.filter(pk=run_id_for("versioned")).update(status=Run.Status.RUNNING)
+    body = client.get(url).content.decode()
+    version = body.split('"X-Live-Version": "')[1].split('"')[0]
+    poll = {"HX-Request": "true", "X-Live-Version": version}
+    assert client.get(url, headers=poll).status_code == 204
+    status = Run.objects.get(pk=run_id_for("versioned")).status
+    graph.update_state(_config("versioned"), {"cents": 11})
+    assert Run.objects.get(pk=run_id_for("versioned")).status == status
+    assert client.get(url, headers=poll).status_code == 200
