@@ -29,7 +29,7 @@ from ..engine.replay import (
 from ..models import Run
 from ..services import runs as operations
 from .filters import FilterError, RunFilters
-from .views import run_context
+from .views import refused_filters, run_context
 
 # Each run is its own audited transaction; a larger batch goes on in further requests
 # (the confirmation page chains them with htmx and shows the progress).
@@ -106,6 +106,7 @@ def _bulk_target(query: QueryDict) -> tuple[str, str, RunFilters, QuerySet[Run]]
     if action not in BULK_ACTIONS or scope not in ("selected", "filtered"):
         return None
     filters = RunFilters.from_query(query)
+    filters.check_for_action()
     if scope == "selected":
         queryset = Run.objects.filter(pk__in=query.getlist("run")[:BULK_LIMIT])
     else:
@@ -123,8 +124,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
     try:
         target = _bulk_target(query)
     except FilterError as exc:
-        messages.error(request, f"Not done: {exc}.")
-        return redirect("runs")
+        return refused_filters(request, query, str(exc), acting=True)
     if target is None:
         messages.error(request, "Choose an action: cancel, resume or fork, selected or matching.")
         return redirect("runs")
