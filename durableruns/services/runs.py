@@ -88,11 +88,26 @@ def _close_pending_approvals(run: Run, user: Any) -> list[int]:
     return closed
 
 
+REDACTED = (
+    "retention redacted this run: its input and step outcomes are gone, so agent code "
+    "cannot be given what it saw and the run cannot be resumed (nor replayed or forked)"
+)
+
+
 def resumable() -> Q:
     """Failed, cancelled or waiting runs, and escalated ones with no unknown effect left
-    (resolved, but not woken: e.g. resolved by a version before this check existed)."""
+    (resolved, but not woken: e.g. resolved by a version before this check existed);
+    never a run retention redacted (see REDACTED)."""
     unknown = Effect.objects.filter(run_id=OuterRef("pk"), state=Effect.State.UNKNOWN)
-    return Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
+    statuses = Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
+    return statuses & Q(redacted_at__isnull=True)
+
+
+def not_resumed(run: Run) -> str:
+    """Why `resume(run)` changed nothing, in words for the operator."""
+    if run.redacted_at is not None:
+        return REDACTED
+    return f"run {run.id} is {run.status}; only failed, cancelled or waiting runs can be resumed"
 
 
 def resume(run: Run, *, user: Any, reason: str = "") -> bool:

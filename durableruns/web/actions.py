@@ -93,11 +93,8 @@ def resume(request: HttpRequest, run_id: str) -> HttpResponse:
     if operations.resume(record, user=request.user):
         messages.success(request, f"Resumed run {record.id} from its last checkpoint.")
     else:
-        messages.info(
-            request,
-            f"Run {record.id} is {record.status}; only failed, cancelled "
-            "or waiting runs can be resumed.",
-        )
+        record.refresh_from_db()
+        messages.info(request, f"Not resumed: {operations.not_resumed(record)}.")
     return _after_action(request, record)
 
 

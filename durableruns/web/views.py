@@ -260,6 +260,8 @@ def _langgraph_thread(record: Run) -> dict[str, Any]:
 
 def _resumable(record: Run, effects: list[Effect]) -> bool:
     """services.runs.resumable(), on what the page already loaded."""
+    if record.redacted_at is not None:
+        return False
     if record.status == Run.Status.ESCALATED:
         return all(effect.state != Effect.State.UNKNOWN for effect in effects)
     return record.status in RESUMABLE
