@@ -187,3 +187,14 @@ def test_a_fork_that_does_not_touch_approvals_still_works(drive, approved_parent
     assert done.status == Run.Status.SUCCEEDED, done.error
     assert _refunds() == 1
     assert not Approval.objects.filter(run_id=child.id).exists()
+
+
+def test_a_four_eyes_approval_is_never_reused_by_the_forker(approved_parent, carol):
+    step = approved_parent.steps.get(position=APPROVAL)
+    step.input = {**step.input, "four_eyes": True}  # as a four-eyes gate records itself
+    step.save(update_fields=["input"])
+    with pytest.raises(ForkError, match="four eyes"):
+        fork(approved_parent, REFUND, user=carol, reuse_approvals=True)
+    child = fork(approved_parent, REFUND, user=carol)
+    assert AuditEvent.objects.get(action="run.fork").after["approvals_asked_again"] == [APPROVAL]
+    assert not child.steps.filter(position=APPROVAL).exists()
