@@ -277,6 +277,9 @@ def run_cancel(request: Request, run_id: str) -> Response:
 def run_resume(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
     done = runs_service.resume(run, user=request.user)
+    if not done and run.redacted_at is not None:
+        detail = runs_service.not_resumed(run)
+        return Response({"detail": detail}, status=http.HTTP_409_CONFLICT)
     return _action_result(request, run, done, (Run.Status.QUEUED, Run.Status.RUNNING), "resumed")
 
 

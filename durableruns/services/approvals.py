@@ -8,6 +8,7 @@ event and the run's wake-up commit in the same transaction as the decision.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -56,6 +57,10 @@ class FourEyesRefused(DecisionRefused):
     """The person who started the run may not approve it."""
 
 
+class ApprovedSomethingElse(DecisionRefused):
+    """Approve was sent with a payload that differs from the one shown."""
+
+
 class ClaimedByOther(DecisionRefused):
     """Another reviewer has claimed the approval; only they (or an admin) may decide."""
 
@@ -74,6 +79,8 @@ def decide(
         raise DecisionRefused(f"this approval does not allow {decision!r}")
     if not approval.is_pending:
         raise AlreadyDecided(approval)
+    if decision == "approve" and payload is not None:
+        _refuse_changed(approval, payload)
     comment = _reason(decision, comment)
     edited = validated_edit(approval, payload) if decision == "edit" else None
     if approval.four_eyes and decision not in ("reject", "respond") and _started_by(approval, user):
@@ -90,6 +97,22 @@ def decide(
         "edited_payload": edited,
     }
     return _settle(approval, user, changes)
+
+
+def _refuse_changed(approval: Approval, payload: Any) -> None:
+    """Approve approves the payload as first shown. Values sent with it that differ mean
+    the reviewer changed something and pressed Approve: dropping the change would pay
+    what they meant to lower, and applying it would approve an edit without the edit's
+    checks and record, so neither happens and the reviewer chooses again."""
+    if isinstance(payload, str):
+        with contextlib.suppress(InvalidInput):  # not JSON: certainly not the payload shown
+            payload = parse_json(payload, "the payload")
+    if payload != approval.payload:
+        raise ApprovedSomethingElse(
+            "Approve approves the payload as first shown, but the values sent differ from "
+            'it: choose "Edit and approve" (decision "edit") to approve them, or undo the '
+            "change"
+        )
 
 
 STATE_AFTER = {"reject": State.REJECTED, "respond": State.RESPONDED}

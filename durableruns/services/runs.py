@@ -6,6 +6,7 @@ audited in the same transaction as the change."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -16,7 +17,7 @@ from django.db.models.functions import Now
 from .. import roles
 from ..engine import doorbell, replay
 from ..engine.runs import start_run
-from ..models import Approval, Effect, Run
+from ..models import Approval, Effect, Run, Step
 from . import audit
 from .exports import history_from_export
 
@@ -87,11 +88,26 @@ def _close_pending_approvals(run: Run, user: Any) -> list[int]:
     return closed
 
 
+REDACTED = (
+    "retention redacted this run: its input and step outcomes are gone, so agent code "
+    "cannot be given what it saw and the run cannot be resumed (nor replayed or forked)"
+)
+
+
 def resumable() -> Q:
     """Failed, cancelled or waiting runs, and escalated ones with no unknown effect left
-    (resolved, but not woken: e.g. resolved by a version before this check existed)."""
+    (resolved, but not woken: e.g. resolved by a version before this check existed);
+    never a run retention redacted (see REDACTED)."""
     unknown = Effect.objects.filter(run_id=OuterRef("pk"), state=Effect.State.UNKNOWN)
-    return Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
+    statuses = Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
+    return statuses & Q(redacted_at__isnull=True)
+
+
+def not_resumed(run: Run) -> str:
+    """Why `resume(run)` changed nothing, in words for the operator."""
+    if run.redacted_at is not None:
+        return REDACTED
+    return f"run {run.id} is {run.status}; only failed, cancelled or waiting runs can be resumed"
 
 
 def resume(run: Run, *, user: Any, reason: str = "") -> bool:
@@ -118,6 +134,60 @@ def resume(run: Run, *, user: Any, reason: str = "") -> bool:
     return bool(changed)
 
 
+@dataclass(frozen=True)
+class ForkApprovals:
+    """Which of the parent's decided approvals before a fork point the fork asks again.
+
+    The rule (ARCHITECTURE.md invariant 14): a guarded effect executes only under a
+    decision recorded by someone allowed to make it, for exactly the arguments it
+    guarded. So a fork never edits an approval's outcome (`edited_decision` is asked
+    again instead), and a fork that edits its input or a step's output may change what
+    a guarded effect receives, so every approval it copies that said yes is asked again
+    (`required`). An unedited fork that executes guarded effects again asks again too,
+    unless a forker who may approve reuses the decision (`reusable`); a four-eyes
+    approval is never reused, since the forker starts the fork."""
+
+    required: tuple[Step, ...] = ()
+    reusable: tuple[Step, ...] = ()
+    edited_decision: Step | None = None
+
+    def ask_again(self, *, reuse: bool) -> frozenset[int]:
+        asked = self.required if reuse else (*self.required, *self.reusable)
+        return frozenset(step.position for step in asked)
+
+
+def fork_approvals(
+    run: Run,
+    position: int,
+    *,
+    sandbox: bool = False,
+    edits: bool = False,
+    edits_output: bool = False,
+) -> ForkApprovals:
+    """The approvals a fork from `position` asks again (see ForkApprovals); `edits` says
+    the fork changes the input or an output, `edits_output` that it changes step
+    `position - 1`'s."""
+    before = list(run.steps.filter(position__lt=position, kind=Step.Kind.APPROVAL))
+    before.sort(key=lambda step: step.position)
+    edited = before[-1] if edits_output and before and before[-1].position == position - 1 else None
+    required = [edited] if edited else []
+    if edits and not sandbox:
+        required += [step for step in before if step is not edited and _said_yes(step)]
+        return ForkApprovals(tuple(required), (), edited)
+    guarding = replay.approvals_to_ask_again(run, position, sandbox=sandbox)
+    required += [step for step in guarding if _four_eyes(step)]
+    reusable = tuple(step for step in guarding if not _four_eyes(step))
+    return ForkApprovals(tuple(required), reusable, edited)
+
+
+def _said_yes(step: Step) -> bool:
+    return isinstance(step.result, dict) and step.result.get("approved") is True
+
+
+def _four_eyes(step: Step) -> bool:
+    return isinstance(step.input, dict) and step.input.get("four_eyes") is True
+
+
 def fork(
     run: Run,
     position: int,
@@ -131,21 +201,37 @@ def fork(
 ) -> Run:
     """A new run reusing `run`'s steps before `position` (engine.replay.fork), audited.
 
-    Approved approvals before `position` that guard effects the fork executes again
-    are asked again (a fresh approval, before those effects), unless the forking
-    person may approve and says so (`reuse_approvals`); the audit says which. `input`
-    replaces the parent's input and `output` the last reused step's outcome (the audit
-    keeps both versions, as stored)."""
+    The approvals `fork_approvals` names are asked again (a fresh approval, before the
+    effects they guard); `reuse_approvals` lets a forker who may approve keep the ones
+    it may keep, and is refused when any must be asked again. `input` replaces the
+    parent's input and `output` the last reused step's outcome (the audit keeps both
+    versions, as stored); an output that would replace an approval's decision is not
+    applied: that approval is asked again, and the audit keeps what was typed."""
     created_by = user if getattr(user, "is_authenticated", False) else None
-    guarding = [
-        step.position for step in replay.approvals_to_ask_again(run, position, sandbox=sandbox)
-    ]
-    if reuse_approvals and guarding and not user.has_perm(roles.DECIDE_APPROVALS):
+    edits_output = output is not replay.KEEP_OUTPUT
+    plan = fork_approvals(
+        run,
+        position,
+        sandbox=sandbox,
+        edits=input is not None or edits_output,
+        edits_output=edits_output,
+    )
+    if reuse_approvals and plan.required:
+        steps = ", ".join(f"#{step.position}" for step in plan.required)
+        raise replay.ForkError(
+            f"cannot reuse approvals: {steps} must be asked again (the fork edits what they "
+            "decided, or they need four eyes)"
+        )
+    if reuse_approvals and plan.reusable and not user.has_perm(roles.DECIDE_APPROVALS):
         raise PermissionDenied(
             f"reusing the copied approvals needs {roles.DECIDE_APPROVALS}: "
             "without it the fork asks a reviewer again"
         )
-    ask_again = frozenset() if reuse_approvals else frozenset(guarding)
+    ask_again = plan.ask_again(reuse=reuse_approvals)
+    refused = None
+    if plan.edited_decision is not None:
+        refused = {"step": position - 1, "result": replay.fork_output(output)}
+        output = replay.KEEP_OUTPUT
     with transaction.atomic():
         child = replay.fork(
             run,
@@ -162,11 +248,15 @@ def fork(
             "sandbox": sandbox,
             "steps_reused": child.steps.count(),
             "approvals_asked_again": sorted(ask_again),
-            "approvals_reused_by_forker": guarding if reuse_approvals else [],
+            "approvals_reused_by_forker": [s.position for s in plan.reusable]
+            if reuse_approvals
+            else [],
         }
         before: dict[str, Any] = {"run": run.id, "status": run.status}
         if input is not None:
             before["input"], after["input"] = run.input, child.input
+        if refused is not None:
+            after["decision_edit_refused"] = refused
         if output is not replay.KEEP_OUTPUT:
             edited = child.steps.get(position=position - 1)
             parents = run.steps.get(position=position - 1)

@@ -22,7 +22,6 @@ from .. import roles
 from ..engine.replay import (
     KEEP_OUTPUT,
     ForkError,
-    approvals_to_ask_again,
     fork_input,
     fork_output,
     fork_preview,
@@ -30,7 +29,7 @@ from ..engine.replay import (
 from ..models import Run
 from ..services import runs as operations
 from .filters import FilterError, RunFilters
-from .views import run_context
+from .views import refused_filters, run_context
 
 # Each run is its own audited transaction; a larger batch goes on in further requests
 # (the confirmation page chains them with htmx and shows the progress).
@@ -94,11 +93,8 @@ def resume(request: HttpRequest, run_id: str) -> HttpResponse:
     if operations.resume(record, user=request.user):
         messages.success(request, f"Resumed run {record.id} from its last checkpoint.")
     else:
-        messages.info(
-            request,
-            f"Run {record.id} is {record.status}; only failed, cancelled "
-            "or waiting runs can be resumed.",
-        )
+        record.refresh_from_db()
+        messages.info(request, f"Not resumed: {operations.not_resumed(record)}.")
     return _after_action(request, record)
 
 
@@ -107,6 +103,7 @@ def _bulk_target(query: QueryDict) -> tuple[str, str, RunFilters, QuerySet[Run]]
     if action not in BULK_ACTIONS or scope not in ("selected", "filtered"):
         return None
     filters = RunFilters.from_query(query)
+    filters.check_for_action()
     if scope == "selected":
         queryset = Run.objects.filter(pk__in=query.getlist("run")[:BULK_LIMIT])
     else:
@@ -124,8 +121,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
     try:
         target = _bulk_target(query)
     except FilterError as exc:
-        messages.error(request, f"Not done: {exc}.")
-        return redirect("runs")
+        return refused_filters(request, query, str(exc), acting=True)
     if target is None:
         messages.error(request, "Choose an action: cancel, resume or fork, selected or matching.")
         return redirect("runs")
@@ -215,6 +211,7 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
         output = _edited_output(record, position, output_text)
         context["edited_output"] = output is not KEEP_OUTPUT
         if request.method == "POST" and "check" not in query:
+            said = _forked(record, position, edited, output)
             child = operations.fork(
                 record,
                 position,
@@ -225,13 +222,7 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
                 output=output,
                 reason=query.get("reason", "").strip()[:500],
             )
-            changed = " with edited input" if edited is not None else ""
-            changed += (
-                " with an edited output of the last reused step"
-                if output is not KEEP_OUTPUT
-                else ""
-            )
-            messages.success(request, f"Forked run {record.id} from step {position}{changed}.")
+            messages.success(request, said)
             return redirect(child)
         recorded = record.steps.count()
         if not 0 <= position <= recorded:
@@ -242,6 +233,22 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
         context["error"] = str(exc)
         return render(request, "durableruns/run_fork.html", _fork_form(context, record), status=400)
     return render(request, "durableruns/run_fork.html", _fork_form(context, record, edited))
+
+
+def _forked(record: Run, position: int, edited: Any, output: Any) -> str:
+    """What the fork is made with, in words (said before it is made: an edited decision
+    is not applied, see services.runs.fork)."""
+    changed = " with edited input" if edited is not None else ""
+    if output is KEEP_OUTPUT:
+        return f"Forked run {record.id} from step {position}{changed}."
+    plan = operations.fork_approvals(record, position, edits=True, edits_output=True)
+    if plan.edited_decision is not None:
+        return (
+            f"Forked run {record.id} from step {position}{changed}, without the edited "
+            f"output: step #{position - 1} is an approval, a fork cannot edit its decision, "
+            "so a reviewer is asked again."
+        )
+    return f"Forked run {record.id} from step {position}{changed} with an edited output."
 
 
 def _edited_input(record: Run, text: str) -> Any:
@@ -281,7 +288,15 @@ def _fork_form(context: dict[str, Any], record: Run, edited: Any = None) -> dict
     position = context["position"]
     last = record.steps.filter(position=position - 1).first() if position >= 1 else None
     context["last_reused"] = last
-    context["ask_again"] = approvals_to_ask_again(record, position) if position >= 0 else []
+    plan = operations.fork_approvals(
+        record,
+        position,
+        edits=edited is not None or bool(context.get("edited_output")),
+        edits_output=bool(context.get("edited_output")),
+    )
+    context["ask_again"] = [*plan.required, *plan.reusable]
+    context["can_reuse"] = bool(plan.reusable) and not plan.required
+    context["edited_decision"] = plan.edited_decision
     if last is not None:
         context["shown_output"] = context["output_text"] or _pretty(last.result)
     if context.get("error"):  # give back what was typed

@@ -157,6 +157,7 @@ def decide_approval(request: HttpRequest, pk: int) -> HttpResponse:
     decision = request.POST.get("decision", "")
     try:
         payload = _edited_payload(request, found) if decision == "edit" else None
+        payload = _changed_edit(request, found) if decision == "approve" else payload
     except schema_form.FieldError as exc:
         return _refused(request, found, str(exc), status=400, payload=None)
     try:
@@ -188,6 +189,21 @@ def _edited_payload(request: HttpRequest, approval: Approval) -> Any:
     if fields is None or raw.strip():
         return raw
     return schema_form.payload_from(fields, request.POST, approval.payload)
+
+
+def _changed_edit(request: HttpRequest, approval: Approval) -> Any:
+    """The edit form's values if the reviewer changed them, else None: Approve then sends
+    them, and the service refuses rather than drop the change (or approve it unasked)."""
+    if "edit" not in approval.allowed:
+        return None  # no edit form was shown
+    raw = request.POST.get("payload", "")
+    fields = schema_form.fields_for(approval.schema, approval.payload)
+    if fields is None or raw.strip():
+        return raw if raw.strip() else None  # the raw box starts as the payload, or empty
+    if not any(field.input_name in request.POST for field in fields):
+        return None  # posted without the form (a script, a page without it)
+    typed = schema_form.payload_from(fields, request.POST, approval.payload)
+    return None if typed == schema_form.as_shown(fields, approval.payload) else typed
 
 
 @require_POST

@@ -69,6 +69,19 @@ class RunFilters:
             _input_object(values["input"])
         return cls(**values)
 
+    @classmethod
+    def typed(cls, query: QueryDict) -> RunFilters:
+        """The filters as typed, unchecked: only to give them back in the form when they
+        are refused (never applied: `from_query` is the only way to a usable filter)."""
+        values = {name: query.get(name, "").replace("\x00", "\ufffd") for name in FIELDS}
+        return cls(**{name: value[:MAX_INPUT].strip() for name, value in values.items()})
+
+    def check_for_action(self) -> None:
+        """Raises FilterError when a filter would be left out of `apply` (an unreadable
+        date): a list may ignore it with a warning, an action must not act on more."""
+        if self.invalid():
+            raise FilterError(f"unreadable date in: {', '.join(self.invalid())}")
+
     def apply(self, queryset: QuerySet[Run], *, with_status: bool = True) -> QuerySet[Run]:
         if with_status and self.status:
             queryset = queryset.filter(status=self.status)

@@ -131,3 +131,21 @@ def _read(field: Field, raw: str) -> Any:
             raise FieldError(f"{field.name}: must be a finite number")
         return number
     return raw
+
+
+def as_shown(fields: list[Field], original: Any) -> Any:
+    """The payload the untouched form reads back as (what a browser submits for it,
+    see templates/durableruns/inbox.html), so "did the reviewer change anything" is
+    not fooled by a select showing its first choice or an unset checkbox."""
+    try:
+        return payload_from(fields, {f.input_name: v for f in fields if (v := _shown(f))}, original)
+    except FieldError:  # a recorded value the form cannot show as its type
+        return original
+
+
+def _shown(field: Field) -> str | None:
+    if field.kind == "boolean":
+        return "on" if field.value else None
+    if field.kind == "enum" and field.value not in field.choices:
+        return str(field.choices[0]) if field.choices else ""
+    return "" if field.value is None else str(field.value)

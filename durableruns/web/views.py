@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Count, F, QuerySet, Sum
-from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -35,9 +35,7 @@ def runs(request: HttpRequest) -> HttpResponse:
     try:
         filters = RunFilters.from_query(request.GET)
     except FilterError as exc:
-        context = {"refused": str(exc), "filters": RunFilters(), "runs": [], "counts": []}
-        context["agents"] = _agent_choices(RunFilters())
-        return render(request, "durableruns/runs.html", context, status=400)
+        return refused_filters(request, request.GET, str(exc))
     queryset = filters.apply(Run.objects.select_related("created_by"))
     page = keyset.page(
         keyset.runs_after(queryset, request.GET.get("cursor")), PAGE_SIZE, keyset.run_cursor
@@ -56,6 +54,23 @@ def runs(request: HttpRequest) -> HttpResponse:
         "no_agents": not registry.agents(),
     }
     return render(request, "durableruns/runs.html", context)
+
+
+def refused_filters(
+    request: HttpRequest, query: QueryDict, error: str, *, acting: bool = False
+) -> HttpResponse:
+    """The runs page for filters it will not apply: what was typed is given back, no run
+    is listed, and the bulk actions are off (they would otherwise act on every run)."""
+    filters = RunFilters.typed(query)
+    context = {
+        "refused": error,
+        "acting": acting,
+        "filters": filters,
+        "runs": [],
+        "counts": [],
+        "agents": _agent_choices(filters),
+    }
+    return render(request, "durableruns/runs.html", context, status=400)
 
 
 def _poll_query(filters: RunFilters, rows: list[Run], first_page: bool) -> str:
@@ -248,6 +263,8 @@ def _langgraph_thread(record: Run) -> dict[str, Any]:
 
 def _resumable(record: Run, effects: list[Effect]) -> bool:
     """services.runs.resumable(), on what the page already loaded."""
+    if record.redacted_at is not None:
+        return False
     if record.status == Run.Status.ESCALATED:
         return all(effect.state != Effect.State.UNKNOWN for effect in effects)
     return record.status in RESUMABLE

@@ -172,3 +172,34 @@ def test_it_forks_failed_runs_from_their_failed_step_once(client, bob, rung, mon
     assert "Done." in last
     forks = Run.objects.filter(parent__isnull=False)
     assert sorted(forks.values_list("parent_id", "fork_position")) == [("f1", 1), ("f2", 1)]
+
+
+# --- An invalid filter never widens a bulk action (issue 22) ---------------------
+
+
+def test_an_invalid_filter_keeps_the_typed_text_and_disables_bulk_actions(client, bob):
+    make_run("a", status="running")
+    client.force_login(bob)
+    response = client.get(reverse("runs"), {"input": '{"order_id": "A-1001"', "agent": "x"})
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert 'name="input" value="{&quot;order_id&quot;: &quot;A-1001&quot;"' in body
+    assert 'value="cancel:filtered" disabled' in body
+    assert "Bulk actions are off until every filter is valid" in body
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [{"input": "{not json"}, {"since": "yesterday"}, {"until": "2026-13-45T99:99"}],
+)
+def test_a_bulk_action_under_an_invalid_filter_is_refused_and_changes_nothing(client, bob, broken):
+    make_run("a", status="running")
+    client.force_login(bob)
+    confirm = client.get(URL, {"do": "cancel:filtered", **broken})
+    assert confirm.status_code == 400
+    assert "no filter: every run" not in confirm.content.decode()
+    done = client.post(URL, {"do": "cancel:filtered", "reason": "tidy", **broken})
+    assert done.status_code == 400
+    assert "Not done" in done.content.decode()
+    assert _status("a") == "running"
+    assert not AuditEvent.objects.exists()

@@ -245,3 +245,72 @@ def test_apply_now_without_a_confirmed_token_deletes_nothing(client, carol):
         response = client.post(reverse("policies-apply"), {"preview_token": token})
         assert response.status_code == 409
     assert Run.objects.filter(pk="f1").exists()
+
+
+# The form as a browser submits it untouched: every field, the first choice of a select
+# with nothing selected, and the empty raw-JSON box.
+AS_SHOWN = {
+    "field.order_id": "A-1002",
+    "field.cents": "25000",
+    "field.speed": "slow",
+    "payload": "",
+}
+
+
+def test_approve_after_changing_a_field_refuses_and_keeps_the_typed_value(alice):
+    approval = _with_schema()
+    response = _client(alice).post(
+        reverse("decide_approval", args=[approval.pk]),
+        {**AS_SHOWN, "decision": "approve", "field.cents": "5000"},
+    )
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "Edit and approve" in body and "approves the payload as first shown" in body
+    assert re.search(r'name="field.cents" value="5000"', body), "the typed value is kept"
+    assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
+    assert not AuditEvent.objects.exists()
+
+
+def test_approve_after_changing_the_raw_json_refuses_too(alice):
+    approval = _pending("r-raw")
+    typed = '{"order_id": "A-1002", "cents": 5000}'
+    response = _client(alice).post(
+        reverse("decide_approval", args=[approval.pk]),
+        {"decision": "approve", "payload": typed},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 400
+    assert "5000" in response.content.decode()
+    assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
+
+
+def test_approve_with_the_form_as_shown_approves_the_payload_as_shown(alice):
+    approval = _with_schema()
+    response = _client(alice).post(
+        reverse("decide_approval", args=[approval.pk]), {**AS_SHOWN, "decision": "approve"}
+    )
+    assert response.status_code == 302
+    decided = Approval.objects.get(pk=approval.pk)
+    assert decided.state == Approval.State.APPROVED and decided.edited_payload is None
+
+
+def test_approve_with_the_raw_json_as_shown_approves(alice):
+    approval = _pending("r-raw")
+    shown = '{\n  "cents": 25000,\n  "order_id": "A-1002"\n}'
+    response = _client(alice).post(
+        reverse("decide_approval", args=[approval.pk]), {"decision": "approve", "payload": shown}
+    )
+    assert response.status_code == 302
+    assert Approval.objects.get(pk=approval.pk).state == Approval.State.APPROVED
+
+
+def test_the_api_refuses_approve_with_a_changed_payload(alice):
+    approval = _pending("r-api")
+    response = _client(alice).post(
+        f"/api/approvals/{approval.pk}/decide/",
+        {"decision": "approve", "payload": {"order_id": "A-1002", "cents": 5000}},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert '"edit"' in response.json()["detail"]
+    assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
