@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -148,7 +149,9 @@ class Run:
         if not isinstance(tool, Tool):
             raise UsageError(f"run.call() takes a @dr.tool, not {tool!r}")
         tool.bind(args)
-        request = StepRequest(Kind.TOOL, tool.name, tool.name, fingerprint(args), args)
+        where = f"step {self._position} (tool {tool.name!r})"
+        with _value_errors_located(where, "the arguments are "):
+            request = StepRequest(Kind.TOOL, tool.name, tool.name, fingerprint(args), args)
         position, recorded = self._next(request)
         if recorded is not None:
             return self._replay(recorded)
@@ -345,7 +348,8 @@ class Run:
                 error = _located(describe(exc), position, request)
         outcome = self.outcome(position, request, result, error, attempt, started)
         outcome.result_text = text
-        store.commit_step(self._lease, outcome)
+        with _value_errors_located(_where(position, request)):
+            store.commit_step(self._lease, outcome)  # the input may be over the limit
         return self.committed(outcome, raw=raw)
 
     def outcome(
@@ -492,6 +496,15 @@ def _where(position: int, request: StepRequest) -> str:
     return f"step {position} ({request.kind} {request.name!r})"
 
 
+@contextmanager
+def _value_errors_located(where: str, what: str = "") -> Iterator[None]:
+    """A value agent code passed cannot be stored: say where, before anything ran."""
+    try:
+        yield
+    except SerializationError as exc:
+        raise type(exc)(f"{where}: {what}{exc}") from None
+
+
 def storable_result(value: Any) -> tuple[Any, str]:
     """`value` normalised and its stored text, or a SerializationError that says the fix:
     a result is checked before anything is committed, so a step never half-commits."""
@@ -533,15 +546,16 @@ class _EffectCall:
         if self.run.sandbox:
             return self._sandboxed(existing)
         if existing is None:
-            store.start_effect(
-                self.lease,
-                position=self.position,
-                key=self.key,
-                tool=self.tool.name,
-                tool_kind=self.tool.kind,
-                fingerprint=self.request.fingerprint,
-                args=self.args,
-            )
+            with _value_errors_located(_where(self.position, self.request)):
+                store.start_effect(
+                    self.lease,
+                    position=self.position,
+                    key=self.key,
+                    tool=self.tool.name,
+                    tool_kind=self.tool.kind,
+                    fingerprint=self.request.fingerprint,
+                    args=self.args,
+                )
         else:
             known = self._recover(existing)
             if known is not _CALL_AGAIN:

@@ -116,7 +116,8 @@ def seal_fields(
             views[name] = None
             continue
         known = (texts or {}).get(name)
-        text = storable(known) if known is not None else encode(value)
+        what = "the arguments' JSON" if name == "args" else f"the {name}"
+        text = storable(known if known is not None else canonical_json(value), what)
         if not rules.flags(text):
             views[name] = text
             continue

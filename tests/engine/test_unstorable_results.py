@@ -155,3 +155,42 @@ def test_a_read_only_tool_returning_5mb_fails_the_step_naming_the_setting(drive)
     assert "over the 1048576-byte limit" in message
     assert "DURABLERUNS_MAX_PAYLOAD_BYTES" in message
     assert Step.objects.get(run_id="lr5").error["message"] == message
+
+
+@dr.tool(kind=dr.UNSAFE_WRITE)
+def send_note(body: object, *, idempotency_key: str) -> str:
+    SENT["send_note"] += 1
+    return "sent"
+
+
+@dr.agent("t-ledger-big-args", version="1")
+def big_args(run: dr.Run, task: dict) -> object:
+    return run.call(send_note, body="x" * 2000)
+
+
+@dr.agent("t-ledger-datetime-args", version="1")
+def datetime_args(run: dr.Run, task: dict) -> object:
+    return run.call(send_note, body=datetime(2026, 1, 2, tzinfo=UTC))
+
+
+def test_arguments_over_the_limit_name_the_step_the_tool_and_the_setting(drive, settings):
+    settings.DURABLERUNS_MAX_PAYLOAD_BYTES = 1000
+    start_run("t-ledger-big-args", {}, run_id="lba")
+    run = drive("lba")
+    assert run.status == Run.Status.FAILED
+    message = run.error["message"]
+    assert "step 0 (tool 'send_note')" in message
+    assert "DURABLERUNS_MAX_PAYLOAD_BYTES" in message
+    assert not Effect.objects.filter(run_id="lba").exists()
+    assert SENT["send_note"] == 0
+
+
+def test_arguments_that_are_not_json_name_the_step_and_the_tool(drive):
+    start_run("t-ledger-datetime-args", {}, run_id="lda")
+    run = drive("lda")
+    assert run.status == Run.Status.FAILED
+    assert (
+        "step 0 (tool 'send_note'): the arguments are not JSON-serialisable"
+        in (run.error["message"])
+    )
+    assert SENT["send_note"] == 0
