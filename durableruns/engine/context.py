@@ -343,7 +343,7 @@ class Run:
                 error = self.transient_failure(position, attempt, exc, started)
         else:
             try:
-                result, text = storable_result(returned)
+                result, text = _storable_result(returned)
             except SerializationError as exc:
                 error = _located(describe(exc), position, request)
         outcome = self.outcome(position, request, result, error, attempt, started)
@@ -505,7 +505,7 @@ def _value_errors_located(where: str, what: str = "") -> Iterator[None]:
         raise type(exc)(f"{where}: {what}{exc}") from None
 
 
-def storable_result(value: Any) -> tuple[Any, str]:
+def _storable_result(value: Any) -> tuple[Any, str]:
     """`value` normalised and its stored text, or a SerializationError that says the fix:
     a result is checked before anything is committed, so a step never half-commits."""
     try:
@@ -615,7 +615,7 @@ class _EffectCall:
         assert reconcile is not None  # the caller checked
         try:
             found = reconcile(**self.args, idempotency_key=self.key)
-            return None if found is None else storable_result(found)[0]
+            return None if found is None else _storable_result(found)[0]
         except Exception as exc:
             self._escalate(f"reconcile failed: {describe(exc)['message']}")
             return None  # unreachable: _escalate raises
@@ -644,7 +644,7 @@ class _EffectCall:
             return self._commit(Effect.State.FAILED, None, error)
         crashpoints.crash_point(crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position)
         try:
-            value, _ = storable_result(returned)
+            value, _ = _storable_result(returned)
         except SerializationError as exc:
             # The write happened: recording it as failed would let a resume or a fork
             # send it again (invariant 16). A person says what it returned.
