@@ -125,7 +125,10 @@ class Run:
         """Run `fn(*args, **kwargs)` once; on replay return what it returned (or raised)."""
         refuse_async(fn, f"step {name!r}'s function")
         inputs = {"args": list(args), "kwargs": kwargs}
-        request = StepRequest(Kind.COMPUTE, check_name(name, "step"), "", fingerprint(inputs))
+        with _value_errors_located(
+            f"step {self._position} (compute {name!r})", "its arguments are "
+        ):
+            request = StepRequest(Kind.COMPUTE, check_name(name, "step"), "", fingerprint(inputs))
         position, recorded = self._next(request)
         if recorded is not None:
             return self._replay(recorded)

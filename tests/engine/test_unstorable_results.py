@@ -194,3 +194,18 @@ def test_arguments_that_are_not_json_name_the_step_and_the_tool(drive):
         in (run.error["message"])
     )
     assert SENT["send_note"] == 0
+
+
+@dr.agent("t-ledger-step-args", version="1")
+def step_args(run: dr.Run, task: dict) -> object:
+    return run.step("format", str, datetime(2026, 1, 2, tzinfo=UTC))
+
+
+def test_step_arguments_that_are_not_json_name_the_step(drive):
+    start_run("t-ledger-step-args", {}, run_id="lsa")
+    run = drive("lsa")
+    assert run.status == Run.Status.FAILED
+    assert (
+        "step 0 (compute 'format'): its arguments are not JSON-serialisable"
+        in (run.error["message"])
+    )
