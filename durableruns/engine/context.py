@@ -10,8 +10,10 @@ is executed, and its outcome is checkpointed before agent code sees it
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,17 +27,19 @@ from ..models import Run as RunRecord
 from . import crashpoints, gates, llm, store
 from .checkpoints import migrate
 from .errors import (
-    AmbiguousOutcome,
     BudgetExceeded,
     NonDeterminismError,
+    PayloadTooLarge,
+    SerializationError,
     Suspend,
     TransientError,
     UsageError,
+    WrongThread,
 )
 from .keys import fingerprint, idempotency_key
-from .outcomes import AMBIGUOUS_BUILTINS, describe, rebuild
-from .registry import IDEMPOTENT_WRITE, READ_ONLY, Tool, check_name
-from .retry import backoff_seconds, max_attempts
+from .outcomes import describe, rebuild, verdict
+from .registry import IDEMPOTENT_WRITE, READ_ONLY, Tool, check_name, refuse_async
+from .retry import AMBIGUOUS, PERMANENT, TRANSIENT, backoff_seconds, max_attempts
 
 Kind = Step.Kind
 
@@ -98,11 +102,13 @@ class Run:
         self._history: dict[int, Recorded] = dict(history)
         # Summed once here and kept up to date in committed(): before_new_step() asks
         # on every step, and summing the history each time made a run quadratic.
-        self._approval_wait = _approval_wait(history.values())
+        self._waited = _waited(history.values())
         self._effects = effects
         self._max_steps = max_steps
         self._max_duration = max_duration
         self._position = 0
+        self._thread = threading.get_ident()
+        self._misuse: WrongThread | None = None
         self._task_started = time.monotonic()
         self.executed = 0
         self.replayed = 0
@@ -117,8 +123,12 @@ class Run:
 
     def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run `fn(*args, **kwargs)` once; on replay return what it returned (or raised)."""
+        refuse_async(fn, f"step {name!r}'s function")
         inputs = {"args": list(args), "kwargs": kwargs}
-        request = StepRequest(Kind.COMPUTE, check_name(name, "step"), "", fingerprint(inputs))
+        with _value_errors_located(
+            f"step {self._position} (compute {name!r})", "its arguments are "
+        ):
+            request = StepRequest(Kind.COMPUTE, check_name(name, "step"), "", fingerprint(inputs))
         position, recorded = self._next(request)
         if recorded is not None:
             return self._replay(recorded)
@@ -142,7 +152,9 @@ class Run:
         if not isinstance(tool, Tool):
             raise UsageError(f"run.call() takes a @dr.tool, not {tool!r}")
         tool.bind(args)
-        request = StepRequest(Kind.TOOL, tool.name, tool.name, fingerprint(args), args)
+        where = f"step {self._position} (tool {tool.name!r})"
+        with _value_errors_located(where, "the arguments are "):
+            request = StepRequest(Kind.TOOL, tool.name, tool.name, fingerprint(args), args)
         position, recorded = self._next(request)
         if recorded is not None:
             return self._replay(recorded)
@@ -241,6 +253,7 @@ class Run:
     # --- Replay ----------------------------------------------------------------
 
     def _next(self, request: StepRequest) -> tuple[int, Recorded | None]:
+        self._check_thread(request)
         position = self._position
         self._position += 1
         recorded = self._history.get(position)
@@ -256,8 +269,26 @@ class Run:
             raise rebuild(recorded.error)
         return store.normalise(recorded.result)
 
+    def _check_thread(self, request: StepRequest) -> None:
+        """Refuse a call from another thread at once, and stop the run at its own thread's
+        next call (or its return): that thread may never see the other thread's error."""
+        if threading.get_ident() == self._thread:
+            if self._misuse is not None:
+                raise self._misuse
+            return
+        self._misuse = WrongThread(
+            f"{request.describe()} was called from thread "
+            f"{threading.current_thread().name!r}, not the thread running the agent: run.* "
+            "calls must come from the agent function itself, in an order replay can repeat "
+            "(concurrent steps need the parallel-steps API, not threads)",
+            details={"thread": threading.current_thread().name},
+        )
+        raise self._misuse
+
     def finish_check(self) -> None:
         """Agent code returned: history must not hold steps it no longer asks for."""
+        if self._misuse is not None:
+            raise self._misuse
         if len(self._history) > self._position:
             extra = self._history[self._position]
             raise NonDeterminismError(
@@ -270,9 +301,6 @@ class Run:
     def _step_id(position: int, name: str) -> str:
         return f"{position}-{name}"
 
-    def _human_wait(self) -> float:
-        return self._approval_wait
-
     # --- Execution ---------------------------------------------------------------
 
     def before_new_step(self, position: int) -> None:
@@ -282,8 +310,8 @@ class Run:
                 details={"budget": "steps", "limit": self._max_steps},
             )
         started = self._record.started_at or timezone.now()
-        # Time spent waiting for a person is not the agent's to budget.
-        elapsed = (timezone.now() - started).total_seconds() - self._human_wait()
+        # Time spent waiting for a person or a durable timer is not the agent's to budget.
+        elapsed = (timezone.now() - started).total_seconds() - self._waited
         if elapsed > self._max_duration:
             raise BudgetExceeded(
                 f"time budget exhausted: {elapsed:.0f}s elapsed of {self._max_duration:.0f}s",
@@ -309,14 +337,22 @@ class Run:
         started = timezone.now()
         result, error, text = None, None, None
         try:
-            result, text = store.normalised_text(fn())
-        except TransientError as exc:
-            error = self.transient_failure(position, attempt, exc, started)
+            returned = fn()
         except Exception as exc:
-            error = _located(describe(exc), position, request)
+            # Nothing here writes through the ledger: an ambiguous outcome is a retry.
+            if verdict(exc) == PERMANENT:
+                error = _located(describe(exc), position, request)
+            else:
+                error = self.transient_failure(position, attempt, exc, started)
+        else:
+            try:
+                result, text = _storable_result(returned)
+            except SerializationError as exc:
+                error = _located(describe(exc), position, request)
         outcome = self.outcome(position, request, result, error, attempt, started)
         outcome.result_text = text
-        store.commit_step(self._lease, outcome)
+        with _value_errors_located(_where(position, request)):
+            store.commit_step(self._lease, outcome)  # the input may be over the limit
         return self.committed(outcome, raw=raw)
 
     def outcome(
@@ -361,7 +397,7 @@ class Run:
             finished_at=outcome.finished_at,
         )
         self._history[outcome.position] = recorded
-        self._approval_wait += _approval_wait([recorded])
+        self._waited += _waited([recorded])
         if raw:
             return recorded
         if outcome.error is not None:
@@ -393,7 +429,10 @@ class Run:
             )
         return {
             "type": "RetriesExhausted",
-            "message": f"step {position} gave up after {attempt} attempts: {exc}",
+            "message": (
+                f"step {position} gave up after {attempt} attempts "
+                f"(DURABLERUNS_RETRY_MAX_ATTEMPTS): {describe(exc)['message']}"
+            ),
         }
 
     def _complete(
@@ -408,13 +447,19 @@ class Run:
         return reply
 
 
-def _approval_wait(steps: Any) -> float:
-    """Seconds the steps spent waiting for a person (not the agent's to budget)."""
-    return sum(
-        (step.finished_at - step.started_at).total_seconds()
-        for step in steps
-        if step.kind == Kind.APPROVAL and step.started_at and step.finished_at
-    )
+def _waited(steps: Any) -> float:
+    """Seconds the steps spent waiting for a person or a durable sleep: time that is
+    not the agent's to budget (max_duration)."""
+    now = timezone.now()
+    waited = 0.0
+    for step in steps:
+        if step.kind == Kind.APPROVAL and step.started_at and step.finished_at:
+            waited += (step.finished_at - step.started_at).total_seconds()
+        elif step.kind == Kind.SLEEP and isinstance(step.result, dict) and step.started_at:
+            # A sleep's step commits when it starts; the wait runs until its wake-up.
+            until = min(datetime.fromisoformat(step.result["until"]), now)
+            waited += max((until - step.started_at).total_seconds(), 0.0)
+    return waited
 
 
 def _check_same_step(position: int, recorded: Recorded, request: StepRequest) -> None:
@@ -446,8 +491,38 @@ def _awaiting(position: int, name: str) -> Suspend:
 
 
 def _located(error: dict[str, Any], position: int, request: StepRequest) -> dict[str, Any]:
-    error["message"] = f"step {position} ({request.kind} {request.name!r}): {error['message']}"
+    error["message"] = f"{_where(position, request)}: {error['message']}"
     return error
+
+
+def _where(position: int, request: StepRequest) -> str:
+    return f"step {position} ({request.kind} {request.name!r})"
+
+
+@contextmanager
+def _value_errors_located(where: str, what: str = "") -> Iterator[None]:
+    """A value agent code passed cannot be stored: say where, before anything ran."""
+    try:
+        yield
+    except SerializationError as exc:
+        raise type(exc)(f"{where}: {what}{exc}") from None
+
+
+def _storable_result(value: Any) -> tuple[Any, str]:
+    """`value` normalised and its stored text, or a SerializationError that says the fix:
+    a result is checked before anything is committed, so a step never half-commits."""
+    try:
+        result, text = store.normalised_text(value)
+        store.storable(text, "the result")
+    except PayloadTooLarge:
+        raise  # its message names the setting
+    except SerializationError as exc:
+        raise SerializationError(
+            f"the result is {exc}; return only JSON values Postgres can store (dicts with "
+            "string keys, lists, str, int, finite float, bool, None; no NUL character), "
+            "e.g. a datetime as .isoformat()"
+        ) from None
+    return result, text
 
 
 class _EffectCall:
@@ -474,15 +549,16 @@ class _EffectCall:
         if self.run.sandbox:
             return self._sandboxed(existing)
         if existing is None:
-            store.start_effect(
-                self.lease,
-                position=self.position,
-                key=self.key,
-                tool=self.tool.name,
-                tool_kind=self.tool.kind,
-                fingerprint=self.request.fingerprint,
-                args=self.args,
-            )
+            with _value_errors_located(_where(self.position, self.request)):
+                store.start_effect(
+                    self.lease,
+                    position=self.position,
+                    key=self.key,
+                    tool=self.tool.name,
+                    tool_kind=self.tool.kind,
+                    fingerprint=self.request.fingerprint,
+                    args=self.args,
+                )
         else:
             known = self._recover(existing)
             if known is not _CALL_AGAIN:
@@ -542,9 +618,10 @@ class _EffectCall:
         assert reconcile is not None  # the caller checked
         try:
             found = reconcile(**self.args, idempotency_key=self.key)
+            return None if found is None else _storable_result(found)[0]
         except Exception as exc:
             self._escalate(f"reconcile failed: {describe(exc)['message']}")
-        return None if found is None else store.normalise(found)
+            return None  # unreachable: _escalate raises
 
     def _escalate(self, why: str) -> None:
         error = {"type": "AmbiguousOutcome", "message": why}
@@ -558,16 +635,27 @@ class _EffectCall:
     def _call(self) -> Any:
         self.lease.ensure_held()
         try:
-            value = store.normalise(self.tool.fn(**self.args, idempotency_key=self.key))
-        except TransientError as exc:
-            return self._transient(exc)
-        except (AmbiguousOutcome, *AMBIGUOUS_BUILTINS) as exc:
-            return self._ambiguous(exc)
+            returned = self.tool.fn(**self.args, idempotency_key=self.key)
         except Exception as exc:
+            found = verdict(exc)
+            if found == TRANSIENT:
+                return self._transient(exc)
+            if found == AMBIGUOUS:
+                return self._ambiguous(exc)
             error = _located(describe(exc), self.position, self.request)
             crashpoints.crash_point(crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position)
             return self._commit(Effect.State.FAILED, None, error)
         crashpoints.crash_point(crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position)
+        try:
+            value, _ = _storable_result(returned)
+        except SerializationError as exc:
+            # The write happened: recording it as failed would let a resume or a fork
+            # send it again (invariant 16). A person says what it returned.
+            self._escalate(
+                f"{_where(self.position, self.request)}: the call happened, but its result "
+                f"cannot be stored: {exc}. Resolve this escalation with the result "
+                "(or fix the tool and resolve it as happened)"
+            )
         return self._commit(Effect.State.SUCCEEDED, value, None)
 
     def _transient(self, exc: Exception) -> Any:

@@ -44,6 +44,10 @@ class SerializationError(UsageError, ValueError):
     """A value that must be stored is not JSON, or is too large."""
 
 
+class PayloadTooLarge(SerializationError):
+    """A value over DURABLERUNS_MAX_PAYLOAD_BYTES (its message names the setting)."""
+
+
 class UnknownAgent(DurableRunsError, LookupError):
     """No agent is registered under that name (and version)."""
 
@@ -65,6 +69,13 @@ class NonDeterminismError(RunStopped):
 
 class BudgetExceeded(RunStopped):
     code = "budget_exceeded"
+
+
+class WrongThread(RunStopped):
+    """A run.* call from a thread other than the agent function's: its position in the
+    run's history would depend on thread timing, so replay could not reproduce it."""
+
+    code = "wrong_thread"
 
 
 class AgentVersionUnavailable(RunStopped):

@@ -28,6 +28,16 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
+def refuse_async(fn: Callable[..., Any], what: str) -> None:
+    """Refused where it is defined: called, an `async def` returns a coroutine, which
+    is not a result anyone can store (and was never run)."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise UsageError(
+            f"{what} is an async def; the engine calls it synchronously: make it a plain "
+            "def (inside, `asyncio.run(...)` can drive async code)"
+        )
+
+
 @dataclass
 class Tool:
     name: str
@@ -77,6 +87,7 @@ def tool(kind: str = READ_ONLY, *, name: str | None = None) -> Callable[[Callabl
 
     def register(fn: Callable[..., Any]) -> Tool:
         registered = Tool(check_name(name or fn.__name__, "tool"), fn, kind)
+        refuse_async(fn, f"tool {registered.name!r}")
         if "idempotency_key" not in inspect.signature(fn).parameters:
             raise UsageError(f"tool {registered.name!r} must accept an idempotency_key argument")
         _TOOLS[registered.name] = registered
@@ -93,6 +104,7 @@ def agent(
     max_duration: timedelta | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        refuse_async(fn, f"agent {name!r}")
         definition = Agent(
             check_name(name, "agent"),
             check_name(version, "version"),

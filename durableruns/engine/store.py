@@ -41,7 +41,7 @@ from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
 from . import crashpoints, doorbell, vault
-from .errors import LeaseLost, SerializationError, StoreUnavailable
+from .errors import LeaseLost, PayloadTooLarge, SerializationError, StoreUnavailable
 from .keys import canonical_json, parsed_json, too_deep
 from .redaction import current_rules, redact, redact_with
 
@@ -83,11 +83,14 @@ def encode(value: Any) -> str:
     return storable(canonical_json(value))
 
 
-def storable(text: str) -> str:
+def storable(text: str, what: str = "payload") -> str:
     """`text` (canonical JSON) if it fits the size limit and Postgres can hold it."""
     limit = settings.DURABLERUNS_MAX_PAYLOAD_BYTES
     if len(text) > limit // 4 and (size := len(text.encode())) > limit:
-        raise SerializationError(f"payload is {size} bytes, over the {limit}-byte limit")
+        raise PayloadTooLarge(
+            f"{what} is {size} bytes, over the {limit}-byte limit (the setting "
+            "DURABLERUNS_MAX_PAYLOAD_BYTES; or store the data elsewhere and return a reference)"
+        )
     # The substring test first: the regex alone cost 2 ms on a 20 KB result.
     if "\\u0000" in text and connection.vendor == "postgresql" and _NUL_ESCAPE.search(text):
         raise SerializationError("not storable: Postgres JSON cannot hold a NUL (\\u0000)")
@@ -113,7 +116,8 @@ def seal_fields(
             views[name] = None
             continue
         known = (texts or {}).get(name)
-        text = storable(known) if known is not None else encode(value)
+        what = "the arguments' JSON" if name == "args" else f"the {name}"
+        text = storable(known if known is not None else canonical_json(value), what)
         if not rules.flags(text):
             views[name] = text
             continue

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+from collections import Counter
+
 import pytest
 from django.utils import timezone
 
@@ -9,6 +12,7 @@ from durableruns.demo.models import ModelCall, ProviderCall
 from durableruns.engine import crashpoints
 from durableruns.models import Effect, Run, Step
 from durableruns.testing import crashtest
+from durableruns.testing.crashtest.judge import judge
 
 pytestmark = pytest.mark.django_db
 
@@ -110,3 +114,56 @@ def test_it_counts_executions_per_step_and_tool_whatever_the_arguments():
     )
     ModelCall.objects.create(agent="refund-bot", step="plan", idempotency_key="r1:0-plan:llm:dd")
     assert crashtest.demo_executions("r1") == {"3-send_email:send_email": 2, "0-plan:llm": 1}
+
+
+def _judged(crashed_counts: Counter) -> crashtest.Case:
+    """A crashed refund run resumed after the refund's provider call, counted as given."""
+    baseline = _refund_run("base", "re_aaaaaaaa")
+    crashed = _refund_run("crashed-7", "re_aaaaaaaa")
+    case = crashtest.Case(crashpoints.AFTER_TOOL_RETURNED, 2, "2-refund", crashed.id)
+    case.fired_at = case.resumed_at = 1.0
+    once = Counter({"0-plan:llm": 1, "2-refund:refund": 1})
+    judge(case, baseline, once, crashed_counts, crashtest.Options())
+    return case
+
+
+def test_a_same_key_resend_the_provider_deduplicated_is_not_a_duplicate():
+    counted = crashtest.Executions(
+        {"0-plan:llm": 1, "2-refund:refund": 1}, deduplicated={"2-refund:refund": 1}
+    )
+    case = _judged(counted)
+    assert case.duplicates == 0 and not case.failed
+    assert case.deduplicated == {"2-refund:refund": 1}
+    assert case.outcome == crashtest.RESUMED
+
+
+def test_a_second_execution_of_an_idempotent_write_is_still_a_duplicate():
+    """A tool misdeclared idempotent whose provider executed the re-send again."""
+    case = _judged(Counter({"0-plan:llm": 1, "2-refund:refund": 2}))
+    assert case.duplicates == 1 and case.failed
+    assert case.deduplicated == {}
+
+
+def test_the_report_shows_deduplicated_resends_apart_from_duplicates():
+    counted = crashtest.Executions(
+        {"0-plan:llm": 1, "2-refund:refund": 1}, deduplicated={"2-refund:refund": 1}
+    )
+    case = _judged(counted)
+    report = crashtest.Report(
+        agent="refund-bot",
+        run_input={},
+        options=crashtest.Options(),
+        provider_url="",
+        baseline=Run.objects.get(pk="base"),
+        baseline_executions=Counter(),
+        cases=[case],
+        worker_restarts=0,
+        seconds=1.0,
+    )
+    out = io.StringIO()
+    report.write(out)
+    text = out.getvalue()
+    assert "DUPLICATE in" not in text
+    assert "DEDUPLICATED in crashed-7: {'2-refund:refund': 1}" in text
+    assert "0 duplicate executions, 0 lost" in text
+    assert "1 deduplicated same-key re-sends;" in text

@@ -22,7 +22,7 @@ record every execution; point `DURABLERUNS_CRASHTEST_COUNTER` at a function
 from __future__ import annotations
 
 from .cluster import POOLS, Cluster, CrashTestError, Options
-from .judge import comparable, demo_executions
+from .judge import Executions, comparable, demo_executions
 from .plan import (
     DIVERGED,
     ESCALATED,
@@ -50,6 +50,7 @@ __all__ = [
     "Cluster",
     "CrashTest",
     "CrashTestError",
+    "Executions",
     "Options",
     "Report",
     "comparable",

@@ -21,6 +21,17 @@ DONE = frozenset({*Run.TERMINAL, Run.Status.ESCALATED})
 # --- Counting what really happened ---------------------------------------------------
 
 
+class Executions(Counter):
+    """What an execution counter may return instead of a plain Counter: executions per
+    "step_id:tool", and apart from them `deduplicated`, the same-key re-sends its
+    provider answered from its idempotency store without executing again (no second
+    effect, so never a duplicate; a tool misdeclared idempotent shows up as executed)."""
+
+    def __init__(self, executed: Any = (), deduplicated: Any = ()) -> None:
+        super().__init__(executed)
+        self.deduplicated: Counter = Counter(deduplicated)
+
+
 def demo_executions(run_id: str) -> Counter:
     """Executions per "step_id:tool" seen by the demo providers and the scripted model."""
     from durableruns.demo.models import ModelCall, ProviderCall
@@ -103,9 +114,15 @@ def judge(
     case.executions = counts
     case.extra = {k: n - base_counts[k] for k, n in counts.items() if n > base_counts[k]}
     case.duplicates = sum(case.extra.values())
+    resent, base_resent = _deduplicated(counts), _deduplicated(base_counts)
+    case.deduplicated = {k: n - base_resent[k] for k, n in resent.items() if n > base_resent[k]}
     case.missing = sum(max(n - counts[k], 0) for k, n in base_counts.items())
     case.escalations = Effect.objects.filter(run=run, state=Effect.State.UNKNOWN).count()
     case.outcome = _outcome(case, run, baseline, options)
+
+
+def _deduplicated(counts: Counter) -> Counter:
+    return counts.deduplicated if isinstance(counts, Executions) else Counter()
 
 
 def _outcome(case: Case, run: Run, baseline: Run, options: Options) -> str:

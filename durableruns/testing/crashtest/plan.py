@@ -37,6 +37,9 @@ class Case:
     missing: int = 0
     escalations: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    # Same-key re-sends beyond the baseline's that the provider deduplicated (the
+    # counter says so, judge.Executions): no second effect, so not duplicates.
+    deduplicated: dict[str, int] = field(default_factory=dict)
     executions: Counter = field(default_factory=Counter)  # per "step_id:tool"
 
     @property

@@ -31,6 +31,10 @@ class Report:
         return sum(case.duplicates for case in self.cases)
 
     @property
+    def deduplicated(self) -> int:
+        return sum(sum(case.deduplicated.values()) for case in self.cases)
+
+    @property
     def lost(self) -> int:
         return sum(case.outcome == LOST for case in self.cases)
 
@@ -111,6 +115,11 @@ def _write_report(report: Report, out: TextIO) -> None:
     for case in report.cases:
         if case.extra:
             out.write(f"DUPLICATE in {case.run_id}: {case.extra} (beyond the baseline's)\n")
+        if case.deduplicated:
+            out.write(
+                f"DEDUPLICATED in {case.run_id}: {case.deduplicated} (re-sent with the same "
+                "key and deduplicated by the provider: not a second effect)\n"
+            )
     for warning in report.warnings:
         out.write(f"WARNING: {warning}\n")
     out.write(
@@ -119,7 +128,8 @@ def _write_report(report: Report, out: TextIO) -> None:
         f"{report.duplicates} duplicate executions, {report.lost} lost, "
         f"{report.escalated} escalated, "
         f"{sum(c.outcome == DIVERGED for c in report.cases)} diverged, "
-        f"{sum(c.outcome == NOT_REACHED for c in report.cases)} not reached; "
+        f"{sum(c.outcome == NOT_REACHED for c in report.cases)} not reached, "
+        f"{report.deduplicated} deduplicated same-key re-sends; "
         f"{report.worker_restarts} worker restarts; {report.seconds:.1f}s\n"
         f"{resume_summary(report)}\n"
     )
