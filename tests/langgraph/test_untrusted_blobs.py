@@ -6,6 +6,7 @@ serializer, the file appears."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 
 import ormsgpack
@@ -18,7 +19,7 @@ from durableruns.langgraph.resume import resume_thread
 from durableruns.langgraph.serde import UnsafeValue
 from durableruns.langgraph.store import run_id_for
 from durableruns.langgraph.transfer import ImportRefused, export_thread, import_thread
-from durableruns.models import Approval, LangGraphBlob, LangGraphCheckpoint, Run
+from durableruns.models import Approval, AuditEvent, LangGraphBlob, LangGraphCheckpoint, Run
 from durableruns.services import approvals as approval_service
 from tests.langgraph.graphs import refund_builder
 
@@ -81,6 +82,17 @@ def test_import_into_an_existing_thread_is_refused(tmp_path):
         call_command("langgraphthread", "import", str(path), "--thread-id", "victim")
 
     assert LangGraphCheckpoint.objects.filter(thread_id=run.pk).count() == before
+
+
+def test_an_import_is_audited_with_who_and_the_file_digest(tmp_path, bob):
+    path = tmp_path / "thread.json"
+    path.write_text(json.dumps(export_thread(_interrupted("audited"))))
+
+    call_command("langgraphthread", "import", str(path), "--thread-id", "copy", "--user", "bob")
+
+    event = AuditEvent.objects.get(action="langgraph.import")
+    assert (event.actor_name, event.target_id) == ("bob", run_id_for("copy"))
+    assert event.after["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_a_forged_blob_in_the_table_is_never_called_on_render_or_resume(tmp_path, settings, alice):
