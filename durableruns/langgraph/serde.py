@@ -80,7 +80,14 @@ def check(kind: str, data: bytes, allowed: set[tuple[str, ...]] | frozenset) -> 
         raise UnsafeValue(f"a value of type {printable(kind, 40)!r} is never loaded")
 
 
+# Every msgpack extension starts with one of these bytes (fixext 1-16, ext 8/16/32): a
+# value without any (most plain state) names no class, and is not walked twice.
+_EXT_MARKERS = bytes((*range(0xC7, 0xCA), *range(0xD4, 0xD9)))
+
+
 def _check_msgpack(data: bytes, allowed: set[tuple[str, ...]] | frozenset) -> None:
+    if len(data.translate(None, _EXT_MARKERS)) == len(data):  # one C pass, unlike re
+        return
     refused: list[str] = []
 
     def inspect(code: int, inner: bytes) -> None:
@@ -159,10 +166,15 @@ class StrictSerializer(JsonPlusSerializer):
             allowed_msgpack_modules=tuple(configured_types()) or None,
         )
 
-    def allowed(self) -> set[tuple[str, ...]]:
-        # with_msgpack_allowlist() (LangGraph's schema-derived types) updates this.
+    def allowed(self) -> frozenset[tuple[str, ...]]:
+        # with_msgpack_allowlist() (LangGraph's schema-derived types) replaces the set
+        # on a copy: rebuild when it is not the one this was built from.
         extra = self._allowed_msgpack_modules
-        return set(SAFE_MSGPACK_TYPES) | (extra if isinstance(extra, set) else set())
+        cached = getattr(self, "_allowed_cache", None)
+        if cached is None or cached[0] is not extra:
+            merged = SAFE_MSGPACK_TYPES | (extra if isinstance(extra, set) else set())
+            cached = self._allowed_cache = (extra, frozenset(merged))
+        return cached[1]
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         kind, blob = data

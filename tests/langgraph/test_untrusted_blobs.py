@@ -6,17 +6,23 @@ serializer, the file appears."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
+from typing import Annotated, TypedDict
 
 import ormsgpack
 import pytest
 from django.core.management import CommandError, call_command
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
 from durableruns.langgraph import DurableRunsSaver
 from durableruns.langgraph.render import thread_view
 from durableruns.langgraph.resume import resume_thread
-from durableruns.langgraph.serde import UnsafeValue
+from durableruns.langgraph.serde import UnsafeValue, allowed_types, check
 from durableruns.langgraph.store import run_id_for
 from durableruns.langgraph.transfer import ImportRefused, export_thread, import_thread
 from durableruns.models import Approval, AuditEvent, LangGraphBlob, LangGraphCheckpoint, Run
@@ -109,3 +115,63 @@ def test_a_forged_blob_in_the_table_is_never_called_on_render_or_resume(tmp_path
         resume_thread(run.pk)
 
     assert not canary.exists()
+
+
+@dataclasses.dataclass
+class Parcel:
+    weight: int
+
+
+class Shipping(TypedDict, total=False):
+    messages: Annotated[list, add_messages]
+    parcel: Parcel
+
+
+def _shipping_graph():
+    builder = StateGraph(Shipping)
+    builder.add_node("pack", lambda state: {"parcel": Parcel(3), "messages": [AIMessage("ok")]})
+    builder.add_edge(START, "pack")
+    builder.add_edge("pack", END)
+    return builder.compile(checkpointer=DurableRunsSaver())
+
+
+def test_messages_load_and_a_state_class_loads_once_it_is_allowed(settings):
+    settings.DURABLERUNS_LANGGRAPH_ALLOWED_TYPES = [f"{__name__}.Parcel"]
+    _shipping_graph().invoke({"messages": [HumanMessage("ship it")]}, _config("allowed"))
+
+    values = _shipping_graph().get_state(_config("allowed")).values
+
+    assert values["parcel"] == Parcel(3)
+    assert [type(m) for m in values["messages"]] == [HumanMessage, AIMessage]
+    settings.DURABLERUNS_LANGGRAPH_ALLOWED_TYPES = []
+    with pytest.raises(UnsafeValue, match="Parcel is not an allowed type"):
+        _shipping_graph().get_state(_config("allowed"))
+
+
+def test_a_permissive_serializer_is_refused():
+    with pytest.raises(TypeError, match="StrictSerializer"):
+        DurableRunsSaver(serde=JsonPlusSerializer())
+
+
+@pytest.mark.django_db(transaction=False)
+@pytest.mark.parametrize(
+    ("value", "refusal"),
+    [
+        ([1, {"x": ormsgpack.Ext(0, ormsgpack.packb(["os", "system", "x"]))}], r"os\.system"),
+        (ormsgpack.Ext(3, ormsgpack.packb(["os", "system", "x", "fromisoformat"])), "os.system"),
+        (ormsgpack.Ext(9, b"\x00"), "not a"),
+        ({"text": "Հայերեն \u01c0"}, None),  # marker bytes inside UTF-8 text, no extension
+    ],
+)
+def test_the_check_finds_extensions_anywhere_and_passes_plain_text(value, refusal):
+    data = ormsgpack.packb(value)
+    if refusal is None:
+        check("msgpack", data, allowed_types())
+    else:
+        with pytest.raises(UnsafeValue, match=refusal):
+            check("msgpack", data, allowed_types())
+
+
+def test_a_deep_value_is_refused_not_a_recursion_error():
+    with pytest.raises(UnsafeValue, match="undecodable"):
+        check("msgpack", b"\x91" * 100_000 + _os_system("x"), allowed_types())
