@@ -183,6 +183,10 @@ DURABLERUNS_LEASE_TTL = _env_float("DURABLERUNS_LEASE_TTL", 30.0)
 # durableruns.langgraph: the compiled graphs a worker resumes after a reviewer's
 # decision, as "name=module:attribute" (a compiled graph, or a function returning one).
 DURABLERUNS_LANGGRAPH_GRAPHS = _env_list("DURABLERUNS_LANGGRAPH_GRAPHS", "")
+# The classes a stored LangGraph value may name, as "module.Name", on top of LangGraph's
+# own safe set (plain data, datetimes, UUIDs, LangChain messages and documents, Send,
+# Interrupt, Command). A value naming any other class is refused, never imported.
+DURABLERUNS_LANGGRAPH_ALLOWED_TYPES = _env_list("DURABLERUNS_LANGGRAPH_ALLOWED_TYPES", "")
 # How long a resuming worker holds a thread without writing a checkpoint before the
 # sweeper hands the thread to another worker (a LangGraph node is not interruptible).
 DURABLERUNS_LANGGRAPH_LEASE_TTL = _env_float("DURABLERUNS_LANGGRAPH_LEASE_TTL", 300.0)

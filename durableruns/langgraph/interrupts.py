@@ -31,7 +31,7 @@ from durableruns.engine import signals
 from durableruns.engine import store as engine_store
 from durableruns.engine.gates import DECISIONS, outcome_of
 from durableruns.langgraph.render import node_of, value
-from durableruns.langgraph.store import printable
+from durableruns.langgraph.serde import printable
 from durableruns.models import Approval
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 
 import ormsgpack
 
-from durableruns.langgraph.store import printable
+from durableruns.langgraph.serde import printable
 from durableruns.models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite, Run
 
 MAX_BLOB = 256 * 1024

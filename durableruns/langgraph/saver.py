@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import (
 from durableruns.langgraph import native, store
 from durableruns.langgraph.interrupts import approval_specs
 from durableruns.langgraph.resume import current_owner
+from durableruns.langgraph.serde import StrictSerializer, require_strict
 
 BRANCH_PREFIX = "branch:to:"
 
@@ -71,7 +72,7 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
     reviewer's decision can resume an interrupted thread from a worker."""
 
     def __init__(self, *, graph: str = "", serde: SerializerProtocol | None = None) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=require_strict(serde or StrictSerializer()))
         self.graph = graph
 
     # --- reads -------------------------------------------------------------

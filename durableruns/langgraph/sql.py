@@ -29,6 +29,7 @@ from django.db.models.sql import InsertQuery
 
 from durableruns.engine.store import prepared_statements_disabled
 from durableruns.langgraph import native
+from durableruns.langgraph.serde import printable
 from durableruns.models import (
     LangGraphBlob,
     LangGraphCheckpoint,
@@ -323,8 +324,6 @@ def _run_values(
 ) -> dict[str, Any]:
     """The new thread's Run: its values for the INSERT's named parameters (no model
     instance: building one cost a tenth of a first checkpoint)."""
-    from durableruns.langgraph.store import printable
-
     thread_id = printable(thread_bytes.decode("utf-8", "surrogatepass"))
     return {
         "run_id": run_id,

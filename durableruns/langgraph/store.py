@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from durableruns.langgraph import sql
+from durableruns.langgraph.serde import printable, thread_bytes
 from durableruns.models import (
     Approval,
     LangGraphBlob,
@@ -40,24 +41,8 @@ class ThreadClosed(Exception):
     """The thread was cancelled or redacted in durableruns: LangGraph may not write to it."""
 
 
-def thread_bytes(thread_id: str) -> bytes:
-    return str(thread_id).encode("utf-8", "surrogatepass")
-
-
 def run_id_for(thread_id: str) -> str:
     return "lg-" + hashlib.sha256(thread_bytes(thread_id)).hexdigest()[:48]
-
-
-def printable(text: str, limit: int = 300) -> str:
-    """Text fit for a JSON column and a page: control characters and lone surrogates
-    escaped, length bounded."""
-    if len(text) <= limit and text.isprintable():  # lone surrogates are not printable
-        return text
-    out = []
-    for ch in text[:limit]:
-        code = ord(ch)
-        out.append(ch if ch.isprintable() and not 0xD800 <= code <= 0xDFFF else f"\\u{code:04x}")
-    return "".join(out) + ("…" if len(text) > limit else "")
 
 
 def touch(

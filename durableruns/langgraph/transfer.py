@@ -1,6 +1,10 @@
 """Export a LangGraph thread to one JSON document, and import it (under the same or
 another thread id). Values stay in LangGraph's serialized form, base64-encoded:
-the document round-trips exactly, and nothing is decoded on the way."""
+the document round-trips exactly, and nothing is decoded on the way.
+
+A document is untrusted input: every value is checked against the serializer's
+allowlist (serde.py) before anything is stored, and an import only ever creates a
+new thread: appending checkpoints to an existing one would rewrite its history."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 from django.db import DataError, IntegrityError, transaction
 
 from durableruns.langgraph import store
+from durableruns.langgraph.serde import UnsafeValue, allowed_types, check, printable
 from durableruns.models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite, Run
 
 FORMAT = "durableruns.langgraph.thread/1"
@@ -65,7 +70,7 @@ def export_thread(run: Run) -> dict[str, Any]:
 
 def import_thread(doc: Any, *, thread_id: str | None = None) -> str:
     """Store the exported thread (as `thread_id` if given); returns the Run id.
-    Importing the same document twice changes nothing."""
+    Refused (ImportRefused) if the thread exists or a value names a disallowed type."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ImportRefused(f"not a {FORMAT} document")
     if thread_id is None:
@@ -77,8 +82,13 @@ def import_thread(doc: Any, *, thread_id: str | None = None) -> str:
     ]
     blobs = [_row(b, _BLOB, ("blob",), "blob") for b in _list(doc, "blobs")]
     writes = [_row(w, _WRITE, ("blob",), "write") for w in _list(doc, "writes")]
+    _check_values(checkpoints, blobs, writes)
     with transaction.atomic():
+        _refuse_existing(thread_id)
         run_id = store.touch(thread_id, graph=str(doc.get("graph") or ""))
+        # A concurrent import of the same thread id committed first: refuse this one.
+        if LangGraphCheckpoint.objects.filter(thread_id=run_id).exists():
+            _refuse_existing(thread_id, exists=True)
         try:
             LangGraphCheckpoint.objects.bulk_create(
                 [LangGraphCheckpoint(thread_id=run_id, **c) for c in checkpoints],
@@ -93,6 +103,35 @@ def import_thread(doc: Any, *, thread_id: str | None = None) -> str:
         except (TypeError, ValueError, DataError, IntegrityError) as exc:
             raise ImportRefused(f"a row does not fit: {exc}") from None
     return run_id
+
+
+def _refuse_existing(thread_id: str, *, exists: bool = False) -> None:
+    if exists or Run.objects.filter(pk=store.run_id_for(thread_id)).exists():
+        raise ImportRefused(
+            f"thread {printable(thread_id, 80)!r} already exists here: an import "
+            "creates a new thread (give another --thread-id)"
+        )
+
+
+def _check_values(checkpoints: list[dict], blobs: list[dict], writes: list[dict]) -> None:
+    allowed = allowed_types()
+    values = [
+        *(
+            (f"checkpoints[{i}].checkpoint", c["type"], c["checkpoint"])
+            for i, c in enumerate(checkpoints)
+        ),
+        *(
+            (f"checkpoints[{i}].metadata", c["metadata_type"], c["metadata"])
+            for i, c in enumerate(checkpoints)
+        ),
+        *((f"blobs[{i}]", b["type"], b["blob"]) for i, b in enumerate(blobs)),
+        *((f"writes[{i}]", w["type"], w["blob"]) for i, w in enumerate(writes)),
+    ]
+    for where, kind, data in values:
+        try:
+            check(str(kind), data or b"", allowed)
+        except UnsafeValue as exc:
+            raise ImportRefused(f"{where}: {exc}") from None
 
 
 def _list(doc: dict[str, Any], key: str) -> list[Any]:

@@ -14,9 +14,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 
-from ..engine.keys import fingerprint
+from ..engine import vault
+from ..engine.keys import MAX_DEPTH, fingerprint
 from ..engine.runs import RUN_ID_PATTERN
 from ..models import Approval, AuditEvent, Effect, Run, Step
+from . import audit
 
 EXPORT_FORMAT = 1
 _RUN_FIELDS = (
@@ -205,6 +207,7 @@ def validate(doc: Any) -> dict[str, Any]:
     _choice(run, "status", Run.Status, "run")
     _require(run, "max_steps", int, "run")
     _require(run, "max_duration_seconds", (int, float), "run")
+    _shallow(run, "run")
     steps = _require(doc, "steps", list, "document")
     positions = [_validate_step(step, i) for i, step in enumerate(steps)]
     if len(set(positions)) != len(positions):
@@ -213,7 +216,7 @@ def validate(doc: Any) -> dict[str, Any]:
     if not isinstance(effects, list):
         raise ExportError("document: field 'effects' must be list")
     for i, effect in enumerate(effects):
-        _validate_effect(effect, i)
+        _validate_effect(effect, i, run_id)
     approvals = doc.get("approvals", [])
     if not isinstance(approvals, list):
         raise ExportError("document: field 'approvals' must be list")
@@ -222,10 +225,24 @@ def validate(doc: Any) -> dict[str, Any]:
     return dict(doc)
 
 
+def _shallow(value: Any, where: str) -> None:
+    """No value nests deeper than the engine ever stores (keys.MAX_DEPTH): deeper is a
+    forged document, refused here rather than by a RecursionError later."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH + 2:  # the row object and its field add two levels
+            raise ExportError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+        children = item.values() if isinstance(item, Mapping) else item
+        if isinstance(item, (Mapping, list)):
+            stack.extend((child, depth + 1) for child in children)
+
+
 def _validate_step(step: Any, index: int) -> int:
     where = f"steps[{index}]"
     if not isinstance(step, Mapping):
         raise ExportError(f"{where}: must be an object")
+    _shallow(step, where)
     position = _require(step, "position", int, where)
     if position < 0:
         raise ExportError(f"{where}: position must not be negative")
@@ -240,13 +257,21 @@ def _validate_step(step: Any, index: int) -> int:
     return position
 
 
-def _validate_effect(effect: Any, index: int) -> None:
+def _validate_effect(effect: Any, index: int, run_id: str) -> None:
     where = f"effects[{index}]"
     if not isinstance(effect, Mapping):
         raise ExportError(f"{where}: must be an object")
-    _require(effect, "position", int, where)
+    _shallow(effect, where)
+    position = _require(effect, "position", int, where)
     for key in ("idempotency_key", "tool", "tool_kind", "fingerprint"):
         _require(effect, key, str, where)
+    # Keys are f"{run_id}:{position}-{name}:...": any other key is some other run's,
+    # and storing it would make that run's effect look done (invariants 3 and 15).
+    if not effect["idempotency_key"].startswith(f"{run_id}:{position}-"):
+        raise ExportError(
+            f"{where}: idempotency key {effect['idempotency_key'][:100]!r} does not belong "
+            f"to run {run_id} at position {position}"
+        )
     _choice(effect, "state", Effect.State, where)
     _time(effect, "started_at", where)
 
@@ -255,6 +280,7 @@ def _validate_approval(approval: Any, index: int) -> None:
     where = f"approvals[{index}]"
     if not isinstance(approval, Mapping):
         raise ExportError(f"{where}: must be an object")
+    _shallow(approval, where)
     _require(approval, "position", int, where)
     _require(approval, "name", str, where)
     _choice(approval, "state", Approval.State, where)
@@ -374,13 +400,24 @@ def history_from_export(doc: Mapping[str, Any]) -> tuple[Run, dict[int, Step]]:
 
 
 # A run imported in one of these states would be executed by this database's workers
-# at once; it waits instead, until an operator resumes it on purpose.
+# at once; it waits instead (no wake-up time), until an operator resumes it on purpose.
 _HELD_ON_IMPORT = (Run.Status.QUEUED, Run.Status.RUNNING)
+_UNFINISHED = (
+    *_HELD_ON_IMPORT,
+    Run.Status.WAITING,
+    Run.Status.AWAITING_APPROVAL,
+    Run.Status.ESCALATED,
+)
+_SEALED_AT_OPEN = ("payload", "guards")  # an approval's secrets before anyone decided
 
 
-def import_run(doc: Any) -> tuple[Run, bool]:
+def import_run(doc: Any, *, user: Any = None, digest: str = "", via: str = "") -> tuple[Run, bool]:
     """Create the run, its steps and effects from a document. Returns (run, created).
 
+    The document is untrusted (invariant 15): effect keys must be the run's own, and
+    an unfinished run takes no decision from it: its approvals are asked again
+    (pending, no deadline), its recorded approval steps are dropped, and it waits
+    for a person. The import is audited as `user`, with the file's `digest`.
     Idempotent on the run id: importing the same run again changes nothing; a
     different run under an existing id is refused."""
     doc = validate(doc)
@@ -388,11 +425,20 @@ def import_run(doc: Any) -> tuple[Run, bool]:
     existing = Run.objects.filter(pk=run.id).first()
     if existing is not None:
         return _same_import(existing, run), False
-    if run.status in _HELD_ON_IMPORT:
-        run.status = Run.Status.WAITING
     steps = [_step_record(s, run) for s in doc["steps"]]
     effects = [_effect_record(e, run) for e in doc.get("effects", [])]
     approvals = [_approval_record(a, run) for a in doc.get("approvals", [])]
+    imported_status = run.status
+    if run.status in _UNFINISHED:
+        steps = [s for s in steps if s.kind != Step.Kind.APPROVAL]
+        for approval in approvals:
+            _reask(approval)
+        for effect in effects:
+            _unresolve(effect)
+        if run.status in _HELD_ON_IMPORT or (
+            run.status == Run.Status.AWAITING_APPROVAL and not approvals
+        ):
+            run.status = Run.Status.WAITING
     try:
         with transaction.atomic():
             run.save(force_insert=True)
@@ -400,12 +446,55 @@ def import_run(doc: Any) -> tuple[Run, bool]:
             Step.objects.bulk_create(steps)
             Effect.objects.bulk_create(effects)
             _create_approvals(approvals, doc.get("approvals", []))
+            audit.record(
+                user,
+                "run.import",
+                run,
+                after={
+                    "sha256": digest,
+                    "via": via,
+                    "status": {"imported": imported_status, "stored": run.status},
+                    "steps": len(steps),
+                    "effects": len(effects),
+                    "approvals_asked_again": len(approvals)
+                    if imported_status in _UNFINISHED
+                    else 0,
+                },
+            )
     except IntegrityError as exc:
         existing = Run.objects.filter(pk=run.id).first()
         if existing is not None:  # imported concurrently by someone else
             return _same_import(existing, run), False
         raise ExportError(f"cannot import run {run.id}: {exc}") from None
     return run, True
+
+
+def _reask(approval: Approval) -> None:
+    """An imported approval as a new question: whoever decided it elsewhere is not a
+    decision here, and an imported deadline would let its on-expiry default decide."""
+    approval.state = Approval.State.PENDING
+    approval.decision = ""
+    approval.decider_name = ""
+    approval.comment = ""
+    approval.edited_payload = None
+    approval.decided_at = None
+    approval.expires_at = None
+    if approval.secrets:
+        try:
+            kept = {k: v for k, v in vault.unseal(approval.secrets).items() if k in _SEALED_AT_OPEN}
+        except vault.SecretsUnavailable:
+            kept = {}
+        approval.secrets = vault.seal(kept) if kept else ""
+
+
+def _unresolve(effect: Effect) -> None:
+    """An escalation resolved elsewhere is a person's decision too: ask an operator
+    again (the engine escalates an `unknown` effect when the run resumes)."""
+    if effect.state == Effect.State.RESOLVED:
+        effect.state = Effect.State.UNKNOWN
+        effect.resolution = ""
+        effect.resolved_at = None
+        effect.note = ""
 
 
 def _create_approvals(approvals: list[Approval], exported: list[Mapping[str, Any]]) -> None:

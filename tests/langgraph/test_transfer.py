@@ -29,7 +29,8 @@ def test_an_exported_thread_imports_and_resumes_elsewhere(tmp_path, capsys):
     path.write_text(capsys.readouterr().out)
 
     call_command("langgraphthread", "import", str(path), "--thread-id", "arrived")
-    call_command("langgraphthread", "import", str(path), "--thread-id", "arrived")
+    with pytest.raises(CommandError, match="already exists"):
+        call_command("langgraphthread", "import", str(path), "--thread-id", "arrived")
 
     assert graph.get_state(_config("arrived")).values == graph.get_state(_config("travels")).values
     count = LangGraphCheckpoint.objects.filter(thread_id=run_id_for("travels")).count()
