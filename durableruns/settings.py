@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -34,6 +35,17 @@ def _json_object_env(name: str) -> dict:
     if not isinstance(value, dict):
         raise ImproperlyConfigured(f"{name} must be a JSON object")
     return value
+
+
+def _is_price(entry: object) -> bool:
+    """A DURABLERUNS_MODEL_PRICES entry: input and output (and cached_input) in dollars."""
+    if not isinstance(entry, dict) or not {"input", "output"} <= set(entry):
+        return False
+    try:
+        amounts = [Decimal(str(value)) for value in entry.values()]
+    except InvalidOperation:
+        return False
+    return all(amount.is_finite() and amount >= 0 for amount in amounts)
 
 
 def _env_list(name: str, default: str) -> list[str]:
@@ -279,6 +291,12 @@ DURABLERUNS_MODEL_PRICES = {
     "scripted-demo": {"input": "0.15", "output": "0.60"},
     **_json_object_env("DURABLERUNS_MODEL_PRICES"),
 }
+for _model, _price in DURABLERUNS_MODEL_PRICES.items():
+    if not _is_price(_price):
+        raise ImproperlyConfigured(
+            f"DURABLERUNS_MODEL_PRICES[{_model!r}] needs 'input' and 'output' "
+            "(dollars per million tokens), and may have 'cached_input'"
+        )
 
 # --- Admin area: retention, metrics, security (issue 6) ----------------------
 # Seconds between retention sweeps by beat, and rows per short transaction.

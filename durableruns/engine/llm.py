@@ -137,9 +137,27 @@ def as_record(raw: Any, *, model: str) -> dict[str, Any]:
         record = _from_anthropic(raw)
     else:
         record = _from_recorded(raw)
-    record["model"] = record.get("model") or model
+    content = record.get("content")
+    record["content"] = content if content is None or isinstance(content, str) else str(content)
+    record["tool_calls"] = [_clean_call(call) for call in record["tool_calls"]]
+    record["model"] = str(record.get("model") or model)
     record["usage"]["cost"] = price(record["model"], record["usage"])
     return record
+
+
+def _clean_call(call: Any) -> dict[str, str]:
+    """A tool call as recorded: string id, name and JSON arguments, whatever the server
+    sent (some OpenAI-compatible servers send arguments as an object)."""
+    if not isinstance(call, dict):
+        raise PermanentError(f"the model sent a tool call that is not an object: {call!r:.200}")
+    arguments = call.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments if arguments is not None else {}, sort_keys=True)
+    return {
+        "id": str(call.get("id") or ""),
+        "name": str(call.get("name") or ""),
+        "arguments": arguments,
+    }
 
 
 def _from_recorded(raw: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +180,7 @@ def _from_openai(raw: dict[str, Any]) -> dict[str, Any]:
             {
                 "id": call.get("id", ""),
                 "name": (call.get("function") or {}).get("name", ""),
-                "arguments": (call.get("function") or {}).get("arguments") or "{}",
+                "arguments": (call.get("function") or {}).get("arguments"),
             }
             for call in message.get("tool_calls") or []
         ],

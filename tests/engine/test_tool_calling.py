@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -141,6 +143,47 @@ def test_the_models_mistakes_become_error_results_it_can_read(drive, settings):
     assert "invalid JSON arguments" in not_json
     assert "tool 'refund' called with bad arguments" in bad_args
     assert not ProviderCall.objects.exists()
+
+
+class LooseModel:
+    """An OpenAI-compatible server that sends arguments as an object, no call id, and a
+    number as content."""
+
+    def complete(self, *, messages, agent, step, idempotency_key, **params):
+        ModelCall.objects.create(agent=agent, step=step, idempotency_key=idempotency_key)
+        call = {"function": {"name": "refund", "arguments": {"order_id": "A-1", "cents": 1}}}
+        message = {"role": "assistant", "content": 42, "tool_calls": [call]}
+        return {"choices": [{"message": message}], "usage": {"prompt_tokens": "3"}}
+
+
+@dr.agent("loose-bot", version="1")
+def loose_bot(run: dr.Run, task: dict) -> list:
+    reply = run.llm("turn-0", messages=[{"role": "user", "content": "hi"}])
+    return [reply.content, reply.usage.prompt_tokens, [c.arguments for c in reply.tool_calls]]
+
+
+def test_it_records_a_loose_servers_reply_in_one_shape(drive, settings):
+    settings.DURABLERUNS_MODEL_CLIENT = "tests.engine.test_tool_calling.LooseModel"
+    run, _ = start_run("loose-bot", {}, run_id="loose")
+    run = drive(run.id)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert run.result == ["42", 3, [{"cents": 1, "order_id": "A-1"}]]
+    recorded = _llm_results(run.id)[0]["tool_calls"]
+    assert recorded == [
+        {"id": "", "name": "refund", "arguments": '{"cents": 1, "order_id": "A-1"}'}
+    ]
+    assert replay.dry_replay(Run.objects.get(pk=run.id)).ending == "returned"
+
+
+def test_a_price_table_entry_without_prices_is_refused_at_start():
+    code = (
+        "import django, os; os.environ['DURABLERUNS_MODEL_PRICES'] = "
+        '\'{"mine": {"input": "cheap", "output": 1}}\'; '
+        "import durableruns.settings"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "DURABLERUNS_MODEL_PRICES['mine'] needs 'input' and 'output'" in done.stderr
 
 
 def test_a_reply_still_reads_as_its_text():
