@@ -30,6 +30,7 @@ from .engine.errors import (
     UnknownAgent,
     UsageError,
 )
+from .engine.llm import Reply, ToolCall, Usage
 from .engine.registry import IDEMPOTENT_WRITE, READ_ONLY, UNSAFE_WRITE, Tool, agent, tool
 
 if TYPE_CHECKING:
@@ -45,12 +46,15 @@ __all__ = [
     "ModelRecoverableError",
     "NonDeterminismError",
     "PermanentError",
+    "Reply",
     "RetriesExhausted",
     "Run",
     "SerializationError",
     "Tool",
+    "ToolCall",
     "TransientError",
     "UnknownAgent",
+    "Usage",
     "UsageError",
     "agent",
     "tool",

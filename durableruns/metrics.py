@@ -74,6 +74,7 @@ class DatabaseCollector(Collector):
             value=escalations,
         )
         yield self._steps_total()
+        yield from self._model_spend()
         yield self._step_latency()
         # A thread's steps are its root checkpoints (a checkpoint does not write its Run).
         langgraph = LangGraphCheckpoint.objects.filter(checkpoint_ns="").count()
@@ -92,6 +93,31 @@ class DatabaseCollector(Collector):
             "Seconds since the sweep leader last swept (+Inf: never)",
             value=age,
         )
+
+    def _model_spend(self) -> Iterator[CounterMetricFamily]:
+        """Tokens and dollars the stored runs' model calls spent, per agent (one query)."""
+        tokens = CounterMetricFamily(
+            "durableruns_model_tokens",
+            "Model tokens spent by runs still stored (type: prompt, completion, cached)",
+            labels=["agent", "type"],
+        )
+        cost = CounterMetricFamily(
+            "durableruns_model_cost_dollars",
+            "Model cost in dollars of runs still stored (DURABLERUNS_MODEL_PRICES)",
+            labels=["agent"],
+        )
+        sums = (
+            Run.objects.order_by()
+            .values_list("agent")
+            .annotate(Sum("tokens_in"), Sum("tokens_out"), Sum("tokens_cached"), Sum("cost"))
+        )
+        for agent, prompt, completion, cached, dollars in sums:
+            tokens.add_metric([agent, "prompt"], prompt or 0)
+            tokens.add_metric([agent, "completion"], completion or 0)
+            tokens.add_metric([agent, "cached"], cached or 0)
+            cost.add_metric([agent], float(dollars or 0))
+        yield tokens
+        yield cost
 
     def _runs_by_status(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily("durableruns_runs", "Runs by status", labels=["status"])

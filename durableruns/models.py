@@ -72,8 +72,13 @@ class Run(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # What the run's own model calls spent (engine/llm.py Spend), and its budgets.
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
+    tokens_cached = models.PositiveIntegerField(default=0, db_default=0)
+    cost = models.DecimalField(max_digits=18, decimal_places=10, default=0, db_default=0)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    max_cost = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -95,6 +100,8 @@ class Run(models.Model):
                 fields=["wake_at"], name="run_waiting_wake", condition=Q(status="waiting")
             ),
             models.Index(fields=["rang_at"], name="run_queued_rang", condition=Q(status="queued")),
+            # The runs list sorted by cost (web/keyset.py COST_ORDER).
+            models.Index(fields=["-cost", "id"], name="run_cost"),
         ]
 
     def __str__(self) -> str:

@@ -7,10 +7,13 @@ REDIS_URL for Postgres and Redis, which is what production and the tests use.
 
 from __future__ import annotations
 
+import json
 import os
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DURABLERUNS_VAR_DIR", BASE_DIR / "var"))
@@ -22,6 +25,27 @@ def _env_bool(name: str, default: bool) -> bool:
 
 def _env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
+
+
+def _json_object_env(name: str) -> dict:
+    try:
+        value = json.loads(os.environ.get(name) or "{}")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object")
+    return value
+
+
+def _is_price(entry: object) -> bool:
+    """A DURABLERUNS_MODEL_PRICES entry: input and output (and cached_input) in dollars."""
+    if not isinstance(entry, dict) or not {"input", "output"} <= set(entry):
+        return False
+    try:
+        amounts = [Decimal(str(value)) for value in entry.values()]
+    except InvalidOperation:
+        return False
+    return all(amount.is_finite() and amount >= 0 for amount in amounts)
 
 
 def _env_list(name: str, default: str) -> list[str]:
@@ -255,6 +279,28 @@ DURABLERUNS_DOORBELL = os.environ.get("DURABLERUNS_DOORBELL", "durableruns.tasks
 DURABLERUNS_MODEL_URL = os.environ.get("DURABLERUNS_MODEL_URL", "")
 DURABLERUNS_MODEL_API_KEY = os.environ.get("DURABLERUNS_MODEL_API_KEY", "")
 DURABLERUNS_MODEL_NAME = os.environ.get("DURABLERUNS_MODEL_NAME", "gpt-4o-mini")
+# "openai" (chat completions) or "anthropic" (Messages API) at DURABLERUNS_MODEL_URL.
+DURABLERUNS_MODEL_API = os.environ.get("DURABLERUNS_MODEL_API", "openai")
+# Dollars per million tokens: input, output, and cached_input (prompt tokens read from
+# the provider's cache; default: input). A model is found by its exact name, else by
+# the longest entry its name starts with; an unlisted model's cost is unknown (shown
+# as such, not as $0). DURABLERUNS_MODEL_PRICES (JSON) adds or replaces entries.
+# The figures are the providers' list prices when written: check yours.
+DURABLERUNS_MODEL_PRICES = {
+    "gpt-4o-mini": {"input": "0.15", "cached_input": "0.075", "output": "0.60"},
+    "gpt-4o": {"input": "2.50", "cached_input": "1.25", "output": "10.00"},
+    "claude-3-5-haiku": {"input": "0.80", "cached_input": "0.08", "output": "4.00"},
+    "claude-sonnet-4": {"input": "3.00", "cached_input": "0.30", "output": "15.00"},
+    # The scripted demo model (durableruns/demo/model.py), priced so the demo shows costs.
+    "scripted-demo": {"input": "0.15", "output": "0.60"},
+    **_json_object_env("DURABLERUNS_MODEL_PRICES"),
+}
+for _model, _price in DURABLERUNS_MODEL_PRICES.items():
+    if not _is_price(_price):
+        raise ImproperlyConfigured(
+            f"DURABLERUNS_MODEL_PRICES[{_model!r}] needs 'input' and 'output' "
+            "(dollars per million tokens), and may have 'cached_input'"
+        )
 
 # --- Admin area: retention, metrics, security (issue 6) ----------------------
 # Seconds between retention sweeps by beat, and rows per short transaction.

@@ -1,14 +1,23 @@
-"""A scripted, deterministic stand-in for a paid model API.
+"""Scripted, deterministic stand-ins for a paid model API.
 
-It answers from a script keyed by (agent, step), and records every completion it
-really produces, so tests can assert that each model step was called exactly once
-across crashes and resumes.
+ScriptedModel answers in-process from a script keyed by (agent, step). The HTTP
+endpoints (`/providers/v1/chat/completions`, OpenAI-compatible, and
+`/providers/v1/messages`, Anthropic's Messages API) play a tool-calling model: asked
+with `tools`, the first turn calls every tool at once (arguments from each schema's
+`default`s), and once the results are back it answers with a summary of them. Both
+record every completion they really produce, so tests can assert that each model
+step was called exactly once across crashes and resumes.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 
 from .models import ModelCall
 
@@ -63,5 +72,137 @@ class ScriptedModel:
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
         return {
             "content": content,
+            "model": "scripted-demo",
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split())},
         }
+
+
+def _words(messages: list[dict[str, Any]]) -> int:
+    return sum(len(json.dumps(m.get("content", "")).split()) for m in messages)
+
+
+def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties") or {}
+    return {name: spec.get("default", "") for name, spec in sorted(properties.items())}
+
+
+def _tool_turn(messages: list[dict[str, Any]]) -> bool:
+    """Has the model asked for tools already (the conversation holds their results)?"""
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "tool":
+            return True
+        if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+            return True
+    return False
+
+
+def _answer(messages: list[dict[str, Any]]) -> str:
+    results = [m["content"] for m in messages if m.get("role") == "tool"]
+    for message in messages:
+        if isinstance(message.get("content"), list):
+            results += [b["content"] for b in message["content"] if b.get("type") == "tool_result"]
+    return "Done. " + " ".join(str(r) for r in results)
+
+
+def _record_call(request: HttpRequest) -> None:
+    key = request.headers.get("Idempotency-Key", "")
+    step = key.split(":")[1] if key.count(":") >= 2 else ""
+    ModelCall.objects.create(agent="http", step=step, idempotency_key=key)
+
+
+def _body(request: HttpRequest) -> dict[str, Any] | None:
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+def chat_completions(request: HttpRequest) -> JsonResponse:
+    body = _body(request)
+    if body is None:
+        return JsonResponse({"error": {"message": "messages must be a list"}}, status=400)
+    messages, tools = body["messages"], body.get("tools") or []
+    message: dict[str, Any] = {"role": "assistant", "content": _answer(messages)}
+    if tools and not _tool_turn(messages):
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{index}",
+                    "type": "function",
+                    "function": {
+                        "name": tool["function"]["name"],
+                        "arguments": json.dumps(_arguments(tool["function"]["parameters"])),
+                    },
+                }
+                for index, tool in enumerate(tools)
+            ],
+        }
+    _record_call(request)
+    prompt = _words(messages)
+    cached = _words(messages[:-1])  # the conversation so far, as a provider's cache would hold
+    return JsonResponse(
+        {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion",
+            "model": f"{body.get('model', 'scripted')}-2024-07-18",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": 7,
+                "total_tokens": prompt + 7,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        }
+    )
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+def messages(request: HttpRequest) -> JsonResponse:
+    """Anthropic's Messages API: tool calls are `tool_use` content blocks."""
+    body = _body(request)
+    if body is None:
+        return JsonResponse({"type": "error", "error": {"message": "bad request"}}, status=400)
+    turns, tools = body["messages"], body.get("tools") or []
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": _answer(turns)}]
+    if tools and not _tool_turn(turns):
+        blocks = [{"type": "text", "text": "Let me look."}] + [
+            {
+                "type": "tool_use",
+                "id": f"toolu_{index}",
+                "name": tool["name"],
+                "input": _arguments(tool["input_schema"]),
+            }
+            for index, tool in enumerate(tools)
+        ]
+    _record_call(request)
+    cached = _words(turns[:-1])
+    return JsonResponse(
+        {
+            "id": "msg_scripted",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "scripted"),
+            "content": blocks,
+            "stop_reason": "tool_use" if len(blocks) > 1 else "end_turn",
+            "usage": {
+                "input_tokens": _words(turns) - cached,
+                "cache_read_input_tokens": cached,
+                "output_tokens": 7,
+            },
+        }
+    )

@@ -1,8 +1,10 @@
 from django.urls import path
 
-from . import providers
+from . import model, providers
 
 urlpatterns = [
+    path("v1/chat/completions", model.chat_completions, name="model-chat-completions"),
+    path("v1/messages", model.messages, name="model-messages"),
     path("orders/<str:order_id>", providers.order, name="provider-order"),
     path("search", providers.search, name="provider-search"),
     path("<str:provider>/dedupe", providers.execute_deduplicated, name="provider-dedupe"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +24,7 @@ from django.utils import timezone
 from .. import logs, metrics
 from ..models import CHECKPOINT_SCHEMA_VERSION, Approval, Effect, Step
 from ..models import Run as RunRecord
-from . import crashpoints, gates, llm, store
+from . import crashpoints, gates, llm, store, toolcalls
 from .checkpoints import migrate
 from .errors import (
     BudgetExceeded,
@@ -37,6 +37,7 @@ from .errors import (
     WrongThread,
 )
 from .keys import fingerprint, idempotency_key
+from .llm import Reply
 from .outcomes import describe, rebuild, verdict
 from .registry import IDEMPOTENT_WRITE, READ_ONLY, Tool, check_name, refuse_async
 from .retry import AMBIGUOUS, PERMANENT, TRANSIENT, backoff_seconds, max_attempts
@@ -112,8 +113,8 @@ class Run:
         self._task_started = time.monotonic()
         self.executed = 0
         self.replayed = 0
-        self.tokens_in = 0
-        self.tokens_out = 0
+        # Absolute totals from every committed step, so any pass can write them again.
+        self.spend = llm.Spend.of(history.values())
 
     @property
     def position(self) -> int:
@@ -134,8 +135,11 @@ class Run:
             return self._replay(recorded)
         return self._execute(position, request, lambda: fn(*args, **kwargs))
 
-    def llm(self, name: str, *, messages: list[dict[str, Any]], **params: Any) -> str:
-        """A memoised model call; returns the reply text. The plan is never regenerated."""
+    def llm(self, name: str, *, messages: list[dict[str, Any]], **params: Any) -> Reply:
+        """A memoised model call; returns the assistant's whole message, recorded: its
+        text (a Reply is the text, as a str), `tool_calls`, `usage` (tokens and cost)
+        and `finish_reason`. A replay returns exactly the same, without calling the
+        model. `params` (tools=, temperature=, model=...) go to the model client."""
         inputs = {"messages": messages, **params}
         request = StepRequest(Kind.LLM, check_name(name, "step"), "", fingerprint(inputs), inputs)
         position, recorded = self._next(request)
@@ -144,8 +148,32 @@ class Run:
             recorded = self._execute(
                 position, request, lambda: self._complete(name, messages, params, key), raw=True
             )
-        reply = self._replay(recorded)
-        return reply["content"]
+            if recorded.error is None:
+                self.spend.add(llm.Reply.from_record(recorded.result))
+                store.record_spend(self._lease, self.spend.fields())
+        return llm.Reply.from_record(self._replay(recorded))
+
+    def call_tools(
+        self,
+        reply: Reply,
+        tools: Iterable[Tool],
+        *,
+        messages: list[dict[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Run each tool call of `reply` through `run.call` and return the messages that
+        give the model the results: the assistant message, then one result per call in
+        the reply's order, in the reply's shape (OpenAI `tool` messages, or an Anthropic
+        `tool_result` user message). With `messages`, they are also appended to it.
+
+        A call to a tool not in `tools`, with invalid JSON or bad arguments, or that
+        raises dr.ModelRecoverableError becomes an error result for the model to read.
+        Calls run one after the other today; the order of the results never depends on
+        the order they ran in, so they may run concurrently later.
+        """
+        added = toolcalls.call_tools(self, reply, tools)
+        if messages is not None:
+            messages.extend(added)
+        return added
 
     def call(self, tool: Tool, /, **args: Any) -> Any:
         """Call a registered tool with a deterministic idempotency key."""
@@ -309,6 +337,7 @@ class Run:
                 f"step budget exhausted: the run used all {self._max_steps} steps",
                 details={"budget": "steps", "limit": self._max_steps},
             )
+        self._check_spend()
         started = self._record.started_at or timezone.now()
         # Time spent waiting for a person or a durable timer is not the agent's to budget.
         elapsed = (timezone.now() - started).total_seconds() - self._waited
@@ -323,6 +352,19 @@ class Run:
         self._lease.ensure_held()
         logs.set_step(f"{position}")  # log records carry the step being executed
         crashpoints.crash_point(crashpoints.BEFORE_STEP, self.id, position)
+
+    def _check_spend(self) -> None:
+        max_tokens, max_cost = self._record.max_tokens, self._record.max_cost
+        if max_tokens is not None and self.spend.tokens >= max_tokens:
+            raise BudgetExceeded(
+                f"token budget exhausted: the run used {self.spend.tokens} of {max_tokens} tokens",
+                details={"budget": "tokens", "limit": max_tokens},
+            )
+        if max_cost is not None and self.spend.cost >= max_cost:
+            raise BudgetExceeded(
+                f"cost budget exhausted: the run spent ${self.spend.cost} of ${max_cost}",
+                details={"budget": "cost", "limit": str(max_cost)},
+            )
 
     def attempt_for(self, position: int) -> int:
         if self._record.retry_position == position:
@@ -441,10 +483,7 @@ class Run:
         reply = llm.get_client().complete(
             messages=messages, agent=self.agent, step=name, idempotency_key=key, **params
         )
-        usage = reply.get("usage") or {}
-        self.tokens_in += int(usage.get("prompt_tokens", 0))
-        self.tokens_out += int(usage.get("completion_tokens", 0))
-        return reply
+        return llm.as_record(reply, model=llm.model_name(params))
 
 
 def _waited(steps: Any) -> float:

@@ -125,7 +125,7 @@ def _hand_back(lease: store.Lease, exc: StoreUnavailable) -> str:
 def _progress(context: Run | None) -> dict[str, Any]:
     if context is None:
         return {}
-    return {"steps_used": max(context.position, 0)}
+    return {"steps_used": max(context.position, 0), **context.spend.fields()}
 
 
 def _succeed(lease: store.Lease, context: Run, value: Any) -> str:

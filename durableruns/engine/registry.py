@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .errors import UnknownAgent, UsageError
@@ -75,6 +76,8 @@ class Agent:
     max_steps: int | None = None
     max_duration: timedelta | None = None
     description: str = field(default="")
+    max_tokens: int | None = None
+    max_cost: Decimal | None = None
 
 
 _TOOLS: dict[str, Tool] = {}
@@ -102,7 +105,15 @@ def agent(
     version: str = "1",
     max_steps: int | None = None,
     max_duration: timedelta | None = None,
+    max_tokens: int | None = None,
+    max_cost: Decimal | str | float | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register an agent. `max_tokens` (prompt plus completion) and `max_cost` (dollars,
+    priced by DURABLERUNS_MODEL_PRICES) stop the run before its next step once spent."""
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise UsageError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+    cost_limit = None if max_cost is None else _positive_decimal(max_cost)
+
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         refuse_async(fn, f"agent {name!r}")
         definition = Agent(
@@ -112,12 +123,24 @@ def agent(
             max_steps,
             max_duration,
             inspect.getdoc(fn) or "",
+            max_tokens,
+            cost_limit,
         )
         _AGENTS[(definition.name, definition.version)] = definition
         fn.agent = definition  # type: ignore[attr-defined]
         return fn
 
     return register
+
+
+def _positive_decimal(value: Decimal | str | float) -> Decimal:
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        amount = Decimal("NaN")
+    if not amount.is_finite() or amount <= 0:
+        raise UsageError(f"max_cost must be a positive number of dollars, not {value!r}")
+    return amount
 
 
 def get_agent(name: str, version: str | None = None) -> Agent:

@@ -348,6 +348,8 @@ def fork(
             secrets=run_secrets,
             max_steps=run.max_steps,
             max_duration_seconds=run.max_duration_seconds,
+            max_tokens=run.max_tokens,
+            max_cost=run.max_cost,
             parent=run,
             fork_position=position,
             sandbox=sandbox,

@@ -61,6 +61,8 @@ def start_run(
                     if agent.max_duration
                     else settings.DURABLERUNS_DEFAULT_MAX_DURATION
                 ),
+                max_tokens=agent.max_tokens,
+                max_cost=agent.max_cost,
                 created_by=user if getattr(user, "is_authenticated", False) else None,
                 rang_at=Now(),
             )

@@ -229,6 +229,15 @@ def release(lease: Lease, status: str, **fields: Any) -> bool:
     return bool(updated)
 
 
+def record_spend(lease: Lease, totals: dict[str, Any]) -> None:
+    """Write the run's token and cost totals (absolute, so a later pass may write them
+    again); a lost lease writes nothing and is noticed before the next effect."""
+    held = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner)
+    with _confirmed(lease):
+        if not held.update(**totals):
+            lease.lost = True
+
+
 def release_escalated(lease: Lease, **fields: Any) -> str | None:
     """Release to `escalated`, or to `queued` if every unknown effect was resolved
     since this executor marked it (a person can answer between the two writes).

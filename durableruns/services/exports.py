@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -38,6 +39,8 @@ _RUN_FIELDS = (
     "sandbox",
     "tokens_in",
     "tokens_out",
+    "tokens_cached",
+    "max_tokens",
     "retry_position",
     "retry_attempts",
     "retry_attempt_times",
@@ -108,6 +111,9 @@ def export_run(run: Run) -> dict[str, Any]:
         "run": {
             **model_to_dict(run, fields=_RUN_FIELDS),
             "id": run.id,
+            # Dollars as decimal strings: a float would round them.
+            "cost": f"{run.cost:f}",
+            "max_cost": None if run.max_cost is None else f"{run.max_cost:f}",
             **_times(run, "created_at", "started_at", "finished_at", "redacted_at"),
         },
         "steps": [
@@ -188,6 +194,31 @@ def _time(obj: Mapping[str, Any], key: str, where: str, *, required: bool = True
     return parsed
 
 
+def _count(obj: Mapping[str, Any], key: str, where: str) -> None:
+    """An optional token count: a non-negative integer that fits its column."""
+    value = obj.get(key)
+    if value is None:
+        return
+    if type(value) is not int or not 0 <= value < 2**31:
+        raise ExportError(f"{where}: field {key!r} must be a whole number of tokens (0 to 2^31)")
+
+
+def _dollars(obj: Mapping[str, Any], key: str) -> Decimal | None:
+    """An optional amount of dollars, written as a decimal string (or a number)."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    try:
+        amount = Decimal(str(value)) if isinstance(value, (str, int, float)) else None
+    except InvalidOperation:
+        amount = None
+    if isinstance(value, bool) or amount is None or not amount.is_finite() or amount < 0:
+        raise ExportError(f"run: field {key!r} must be a non-negative amount of dollars")
+    if amount >= 10**8:
+        raise ExportError(f"run: field {key!r} is over 100,000,000 dollars")
+    return amount.quantize(Decimal("1e-10"))
+
+
 def validate(doc: Any) -> dict[str, Any]:
     """Check the document's shape; raises ExportError naming the first bad field."""
     if not isinstance(doc, Mapping):
@@ -208,6 +239,10 @@ def validate(doc: Any) -> dict[str, Any]:
     _require(run, "max_steps", int, "run")
     _require(run, "max_duration_seconds", (int, float), "run")
     _shallow(run, "run")
+    for key in ("tokens_in", "tokens_out", "tokens_cached", "max_tokens"):
+        _count(run, key, "run")
+    for key in ("cost", "max_cost"):
+        _dollars(run, key)
     steps = _require(doc, "steps", list, "document")
     positions = [_validate_step(step, i) for i, step in enumerate(steps)]
     if len(set(positions)) != len(positions):
@@ -305,6 +340,10 @@ def _run_record(run: Mapping[str, Any]) -> Run:
         sandbox=bool(run.get("sandbox", False)),
         tokens_in=int(run.get("tokens_in") or 0),
         tokens_out=int(run.get("tokens_out") or 0),
+        tokens_cached=int(run.get("tokens_cached") or 0),
+        cost=_dollars(run, "cost") or 0,
+        max_tokens=run.get("max_tokens"),
+        max_cost=_dollars(run, "max_cost"),
         last_error=run.get("last_error"),
         fence=int(run.get("fence") or 0),
         retry_position=run.get("retry_position"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from django import template
@@ -43,3 +44,20 @@ def run_duration(run: Any) -> str:
         return ""
     end = run.finished_at or timezone.now()
     return seconds(max((end - run.started_at).total_seconds(), 0.0))
+
+
+@register.filter
+def dollars(value: Any) -> str:
+    """A model cost: cents for sums, more digits for a fraction of a cent."""
+    amount = Decimal(value or 0)
+    if amount == 0:
+        return "$0"
+    return f"${amount:.2f}" if amount >= 1 else f"${amount:.6f}".rstrip("0")
+
+
+@register.filter
+def run_cost(run: Any) -> str:
+    """A run's cost, or why there is none: no model call yet, or models without a price."""
+    if run.cost:
+        return dollars(run.cost)
+    return "not priced" if run.tokens_in or run.tokens_out else "—"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -17,6 +18,7 @@ from ..models import Effect, Run
 from ..validation import InvalidInput, check_text, integer, moment
 
 RUN_ORDER = ("-created_at", "id")  # matches the run_created index (created_at DESC, id)
+COST_ORDER = ("-cost", "id")  # matches the run_cost index (cost DESC, id)
 EFFECT_ORDER = ("-id",)
 
 
@@ -55,6 +57,26 @@ def runs_after(queryset: QuerySet[Run], cursor: str | None) -> QuerySet[Run]:
             Q(created_at__lt=created_at) | Q(created_at=created_at, id__gt=run_id)
         )
     return queryset.order_by(*RUN_ORDER)
+
+
+def cost_cursor(run: Run) -> str:
+    return _encode(f"{run.cost}|{run.id}")
+
+
+def runs_by_cost_after(queryset: QuerySet[Run], cursor: str | None) -> QuerySet[Run]:
+    """Runs strictly after `cursor` in COST_ORDER (the most expensive first)."""
+    if cursor:
+        text, _, run_id = _decode(cursor).partition("|")
+        try:
+            cost = Decimal(text)
+        except InvalidOperation:
+            cost = None
+        if not run_id or cost is None or not cost.is_finite():
+            raise InvalidInput("cursor", "is not a cursor from a next-page link")
+        queryset = queryset.filter(cost__lte=cost).filter(
+            Q(cost__lt=cost) | Q(cost=cost, id__gt=run_id)
+        )
+    return queryset.order_by(*COST_ORDER)
 
 
 def effects_after(queryset: QuerySet[Effect], cursor: str | None) -> QuerySet[Effect]:

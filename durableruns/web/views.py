@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection
@@ -37,9 +38,13 @@ def runs(request: HttpRequest) -> HttpResponse:
     except FilterError as exc:
         return refused_filters(request, request.GET, str(exc))
     queryset = filters.apply(Run.objects.select_related("created_by"))
-    page = keyset.page(
-        keyset.runs_after(queryset, request.GET.get("cursor")), PAGE_SIZE, keyset.run_cursor
-    )
+    by_cost = request.GET.get("sort") == "cost"
+    if by_cost:
+        ordered = keyset.runs_by_cost_after(queryset, request.GET.get("cursor"))
+        page = keyset.page(ordered, PAGE_SIZE, keyset.cost_cursor)
+    else:
+        ordered = keyset.runs_after(queryset, request.GET.get("cursor"))
+        page = keyset.page(ordered, PAGE_SIZE, keyset.run_cursor)
     first_page = not request.GET.get("cursor")
     Run.fill_langgraph_activity(page.rows)
     context = {
@@ -52,6 +57,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         "poll": _poll_query(filters, page.rows, first_page),
         "invalid": filters.invalid(),
         "no_agents": not registry.agents(),
+        "sort": "cost" if by_cost else "",
     }
     return render(request, "durableruns/runs.html", context)
 
@@ -245,6 +251,7 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
         "effects": effects,
         "recorded_positions": {step.position for step in steps},
         "budget": _budget(record, steps, complete=window.complete),
+        "spend": _spend(record),
         "axis": axis,
         "pending": _pending(record, effects, axis),
         "audit": list(AuditEvent.objects.for_run(record)),
@@ -252,6 +259,32 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
         "can_cancel": can_operate and not record.is_terminal,
         "can_resume": can_operate and native and _resumable(record, effects),
     }
+
+
+def _spend(record: Run) -> dict[str, Any]:
+    """The run's model calls, and what replaying them (a later executor pass replays
+    every recorded step) and reusing a fork's or an import's saved: tokens and dollars
+    not spent again. Reads only each model step's recorded usage, in one query, and
+    none for a run that has spent no tokens."""
+    spend: dict[str, Any] = {"calls": 0, "replayed": 0, "copied": 0}
+    if not (record.tokens_in or record.tokens_out or record.parent_id):
+        return {**spend, "saved_tokens": 0, "saved_cost": 0}
+    rows = record.steps.filter(kind=Step.Kind.LLM, error__isnull=True).values_list(
+        "result__usage", "lease_number"
+    )
+    saved_tokens, saved_cost = 0, Decimal(0)
+    for usage, lease_number in rows:
+        usage = usage if isinstance(usage, dict) else {}
+        tokens = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+        cost = Decimal(str(usage.get("cost") or 0))
+        # Replayed by each later pass; a copied step (lease 0) by every pass of this run.
+        passes = record.leases_taken - lease_number if lease_number else record.leases_taken
+        times = max(passes, 0) if lease_number else max(passes, 1)
+        spend["calls"] += 1
+        spend["replayed" if lease_number else "copied"] += 1 if times else 0
+        saved_tokens += tokens * times
+        saved_cost += cost * times
+    return {**spend, "saved_tokens": saved_tokens, "saved_cost": saved_cost}
 
 
 def _langgraph_thread(record: Run) -> dict[str, Any]:
