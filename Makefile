@@ -11,9 +11,14 @@ PYTHON ?= $(shell for p in $(PYTHON_CANDIDATES); do \
 	&& { command -v $$p; break; }; done)
 
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durableruns
-TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# pytest-xdist worker N uses Redis db (this db + N): dbs 10-15 leave room for 6 workers.
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/10
+# Parallel test processes (pytest-xdist). Most of the suite waits on workers, browsers and
+# leases rather than computing, so more processes than cores pay off; `TEST_WORKERS=0`
+# (or PYTEST_ARGS=-n0) runs serially. worksteal evens out the slow chaos files.
+TEST_WORKERS ?= 3
 
-.PHONY: demo test venv lint bench bench-quick clean
+.PHONY: demo test test-fast venv lint bench bench-quick clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found on PATH)"; exit 1; }
@@ -29,7 +34,12 @@ demo: venv
 
 test: venv
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		$(PY) -m pytest $(PYTEST_ARGS)
+		$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(TEST_SELECT) $(PYTEST_ARGS)
+
+# The inner loop: everything but the process-killing (chaos) and browser (e2e) tests.
+# CI always runs `make test`.
+test-fast: TEST_SELECT = -m "not chaos and not e2e"
+test-fast: test
 
 # Benchmarks (benchmarks/, never part of `make test`): the peers they compare with are
 # an optional dependency group, so the product does not depend on them. They use their

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from celery.signals import worker_process_init, worker_ready, worker_shutdown
 from django.conf import settings
 
 from . import idempotency
@@ -64,3 +65,25 @@ def start_sweeper() -> None:
     also schedules retention and key pruning, so no beat is needed."""
     if settings.DURABLERUNS_SWEEPER_IN_WORKERS:
         sweeper.start_leader(periodic_jobs())
+
+
+# The sweeper thread starts in the process that executes tasks: each prefork child
+# (never the parent, which forks them: a thread holding a connection must not be
+# forked), or the worker itself with the solo and thread pools. A worker imports this
+# module (the app's autodiscovery) before it forks or reports ready.
+@worker_process_init.connect
+def _sweep_in_pool_process(**kwargs: object) -> None:
+    start_sweeper()
+
+
+@worker_ready.connect
+def _sweep_in_worker(sender: object = None, **kwargs: object) -> None:
+    from celery.concurrency.prefork import TaskPool
+
+    if not isinstance(getattr(sender, "pool", None), TaskPool):
+        start_sweeper()
+
+
+@worker_shutdown.connect
+def _stop_sweeper(**kwargs: object) -> None:
+    sweeper.stop_leader()

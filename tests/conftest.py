@@ -16,8 +16,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+import redis
+from django.conf import settings as django_settings
 from django.db import connection
 
 from durableruns import roles
@@ -26,6 +29,35 @@ ROOT = Path(__file__).resolve().parent.parent
 # Small values so recovery is fast in tests; production defaults are 30 s and 5 s.
 TEST_LEASE_TTL = 1.5
 TEST_SWEEP_INTERVAL = 0.5
+
+
+def _isolate_xdist_worker() -> None:
+    """Give each pytest-xdist worker (gw0, gw1, …) its own Redis db: REDIS_URL's db plus
+    the worker's index, so `REDIS_URL=…/9 pytest -n 3` uses dbs 9, 10 and 11. Django's
+    settings are loaded before this conftest, and nothing has connected to the cache or
+    the broker yet, so the settings are pointed at it here. The rest is already per
+    worker or per test: pytest-django names the database test_<name>_gwN, `processes`
+    picks a fresh Celery queue and live_server a free port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not django_settings.REDIS_URL:
+        return
+    url = urlsplit(django_settings.REDIS_URL)
+    db = int(url.path.strip("/") or 0) + int(worker.removeprefix("gw"))
+    worker_url = urlunsplit(url._replace(path=f"/{db}"))
+    try:
+        redis.Redis.from_url(worker_url, socket_timeout=5).ping()
+    except redis.ResponseError as exc:
+        raise pytest.UsageError(
+            f"xdist worker {worker} needs Redis db {db} ({exc}): lower REDIS_URL's db "
+            "or run fewer workers (-n)"
+        ) from None
+    # Subprocesses (workers, beat, deployed stacks) read these.
+    os.environ["REDIS_URL"] = worker_url
+    django_settings.REDIS_URL = django_settings.CELERY_BROKER_URL = worker_url
+    django_settings.CACHES["default"]["LOCATION"] = worker_url
+
+
+_isolate_xdist_worker()
 
 
 def wait_for(
