@@ -2,7 +2,8 @@
 
 Everything in durableruns.settings still comes from the environment; this module
 adds what a deployment behind a TLS-terminating proxy needs, and refuses to start
-without a real SECRET_KEY or without its own DURABLERUNS_ENCRYPTION_KEYS. It passes `manage.py check --deploy --fail-level WARNING`.
+without a real SECRET_KEY or without its own DURABLERUNS_ENCRYPTION_KEYS. It passes
+`manage.py check --deploy --fail-level WARNING`.
 """
 
 from __future__ import annotations
