@@ -316,3 +316,17 @@ def _http_login(http: httpx.Client, username: str, password: str) -> int:
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
     data = {"username": username, "password": password, "csrfmiddlewaretoken": token}
     return http.post("/login/", data=data).status_code
+
+
+@pytest.mark.parametrize("username", ["carol\x00", "c" * 100_000, "\u200bcarol", "ﬁ" * 200])
+def test_a_hostile_username_is_an_ordinary_failure(client, carol, username):
+    response = _attempt(client, username, "carol-password-1")
+    assert response.status_code in (200, 400)
+    assert "_auth_user_id" not in client.session
+
+
+def test_a_username_of_invalid_utf8_is_an_ordinary_failure(client, carol):
+    body = "username=%ED%A0%80carol&password=carol-password-1"  # a lone surrogate, encoded
+    response = client.post(reverse("login"), body, "application/x-www-form-urlencoded")
+    assert response.status_code in (200, 400)
+    assert "_auth_user_id" not in client.session
