@@ -31,8 +31,9 @@ COPY --from=wheel /wheels /tmp/wheels
 RUN pip install --no-cache-dir /tmp/wheels/*.whl
 
 COPY manage.py ./
-# collectstatic needs settings but no secrets: a throwaway key for this step only.
+# collectstatic needs settings but no secrets: throwaway keys for this step only.
 RUN SECRET_KEY=collectstatic-only-$(python -c "import secrets; print(secrets.token_hex(32))") \
+    DURABLERUNS_ENCRYPTION_KEYS=$(python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())") \
     python manage.py collectstatic --noinput
 
 EXPOSE 8000

@@ -309,8 +309,14 @@ DURABLERUNS_RETENTION_BATCH = int(os.environ.get("DURABLERUNS_RETENTION_BATCH", 
 # /metrics answers only with `Authorization: Bearer <token>`; unset: /metrics is off.
 DURABLERUNS_METRICS_TOKEN = os.environ.get("DURABLERUNS_METRICS_TOKEN", "")
 # Failed logins allowed per (username, client address) within the window; a username
-# from anywhere gets 4 times as many (durableruns/web/login_throttle.py).
+# from anywhere gets 4 times as many, a browser that signed in as it before its own
+# allowance (durableruns/web/login_throttle.py).
 DURABLERUNS_LOGIN_MAX_FAILURES = int(os.environ.get("DURABLERUNS_LOGIN_MAX_FAILURES", 5))
+# Failed logins allowed per client address across usernames within the window: each
+# costs a password hash, so this caps the hashing one address can make the site do.
+DURABLERUNS_LOGIN_ADDRESS_MAX_FAILURES = int(
+    os.environ.get("DURABLERUNS_LOGIN_ADDRESS_MAX_FAILURES", 20)
+)
 DURABLERUNS_LOGIN_WINDOW = _env_float("DURABLERUNS_LOGIN_WINDOW", 900.0)
 # How many proxies in front of the web process append to X-Forwarded-For (1 behind the
 # TLS proxy the README describes); 0 uses REMOTE_ADDR. Never more than there are:

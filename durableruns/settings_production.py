@@ -2,7 +2,8 @@
 
 Everything in durableruns.settings still comes from the environment; this module
 adds what a deployment behind a TLS-terminating proxy needs, and refuses to start
-without a real SECRET_KEY. It passes `manage.py check --deploy --fail-level WARNING`.
+without a real SECRET_KEY or without its own DURABLERUNS_ENCRYPTION_KEYS. It passes
+`manage.py check --deploy --fail-level WARNING`.
 """
 
 from __future__ import annotations
@@ -10,17 +11,33 @@ from __future__ import annotations
 import os
 
 from .settings import *  # noqa: F403
-from .settings import MIDDLEWARE, _env_bool, _env_list
+from .settings import (
+    DURABLERUNS_ENCRYPTION_KEYS,
+    DURABLERUNS_TRUSTED_PROXIES,
+    MIDDLEWARE,
+    _env_bool,
+    _env_list,
+)
 
 DEBUG = False
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure"):
     raise RuntimeError("set SECRET_KEY to a random string of at least 50 characters")
+# Without its own keys, sealed secrets would use a key derived from SECRET_KEY: one leak
+# (or rotation) of SECRET_KEY would then open (or lose) every sealed value.
+if not DURABLERUNS_ENCRYPTION_KEYS:
+    raise RuntimeError(
+        "set DURABLERUNS_ENCRYPTION_KEYS in production: one or more Fernet keys, "
+        "comma-separated, newest first (generate one with `manage.py newsecretkey`)"
+    )
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 # TLS is terminated by the proxy in front of gunicorn, which sets X-Forwarded-Proto.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Trusted only when proxies are configured: without one, clients reach gunicorn
+# directly and the header is their own claim.
+if DURABLERUNS_TRUSTED_PROXIES > 0:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", True)
 # /healthz and /metrics are probed over plain HTTP from inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]

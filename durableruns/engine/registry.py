@@ -158,7 +158,9 @@ def get_agent(name: str, version: str | None = None) -> Agent:
 
 
 def _version_order(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-]", version))
+    # Numbers before words, so "1.10" and "1.rc" compare; ASCII digits only ("²" is a word).
+    parts = re.split(r"[.\-]", version)
+    return tuple((0, int(p), "") if p.isascii() and p.isdigit() else (1, 0, p) for p in parts)
 
 
 def agents() -> list[Agent]:

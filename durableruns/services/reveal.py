@@ -1,7 +1,7 @@
 """An admin reveals one sealed value (invariant 10), with a reason, audited.
 
 Pages, the API and exports show what redaction left; the originals are sealed
-(engine/vault.py). Revealing one needs the manage-policies permission and a reason,
+(engine/vault.py). Revealing one needs the manage-policies permission and a reason of a few words,
 and leaves an audit event on the run naming the row, the field and the reason
 (never the value), in the same transaction as the decryption is allowed.
 """
@@ -22,6 +22,8 @@ from . import audit
 
 TARGETS: dict[str, type] = {"run": Run, "step": Step, "effect": Effect, "approval": Approval}
 MAX_REASON = 500
+# A reason someone reading the audit trail later can act on: "x" or "because" is none.
+MIN_REASON_WORDS, MIN_REASON_CHARS = 3, 10
 
 
 class RevealError(ValueError):
@@ -52,8 +54,11 @@ def reveal(user: Any, row: Any, field: str, reason: str) -> Any:
     if not getattr(user, "is_authenticated", False) or not user.has_perm(roles.MANAGE_POLICIES):
         raise PermissionDenied(f"revealing a secret needs {roles.MANAGE_POLICIES}")
     reason = (reason or "").strip()
-    if not reason:
-        raise RevealError("say why you need to see it: the reason is audited")
+    if len(reason.split()) < MIN_REASON_WORDS or len(reason) < MIN_REASON_CHARS:
+        raise RevealError(
+            f"say why you need to see it, in at least {MIN_REASON_WORDS} words "
+            f"({MIN_REASON_CHARS} characters): the reason is audited"
+        )
     if len(reason) > MAX_REASON:
         raise RevealError(f"the reason is limited to {MAX_REASON} characters")
     try:

@@ -18,7 +18,7 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import roles
+from .. import roles, validation
 from ..engine.replay import (
     KEEP_OUTPUT,
     ForkError,
@@ -161,11 +161,13 @@ def _apply_bulk(
     request: HttpRequest, action: str, filters: RunFilters, queryset: QuerySet[Run], reason: str
 ) -> HttpResponse:
     verb, operation = BULK_ACTIONS[action]
+    # Read before anything changes: a bad count is a 400 with no run touched.
+    before = validation.integer(request.POST.get("done_so_far") or "0", "done_so_far")
     targets = list(_eligible(action, queryset).order_by("created_at", "id")[:BULK_LIMIT])
     done = sum(1 for record in targets if operation(record, user=request.user, reason=reason))
     remaining = _eligible(action, queryset).count() if len(targets) == BULK_LIMIT else 0
     if request.htmx:
-        so_far = done + _count(request.POST.get("done_so_far", ""))
+        so_far = done + before
         context = {"verb": verb, "done": so_far, "remaining": remaining, "filters": filters}
         return render(request, "durableruns/runs_bulk.html#bulk-progress", context)
     text = f"{verb}: {done} run{pluralize(done)} changed."
@@ -173,10 +175,6 @@ def _apply_bulk(
         text += f" {remaining} more match: repeat to go on ({BULK_LIMIT} at a time)."
     messages.success(request, text)
     return redirect(f"{reverse('runs')}?{filters.query()}")
-
-
-def _count(text: str) -> int:
-    return int(text) if text.isdigit() and len(text) < 10 else 0
 
 
 @require_GET

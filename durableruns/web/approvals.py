@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import roles
+from .. import roles, validation
 from ..models import Approval, Run
 from ..services.approvals import (
     AlreadyDecided,
@@ -103,8 +103,9 @@ def inbox(request: HttpRequest) -> HttpResponse:
     rows = filters.rows()
     newest_pk = rows.aggregate(newest=Max("pk"))["newest"] or 0
     after = request.GET.get("after", "")
-    if request.htmx and after.isdigit() and filters.view == "pending":
-        return _new_since(request, filters, rows.filter(pk__gt=int(after)), newest_pk)
+    if request.htmx and after and filters.view == "pending":
+        since = validation.integer(after, "after")
+        return _new_since(request, filters, rows.filter(pk__gt=since), newest_pk)
     paged = Paginator(rows, INBOX_SIZE).get_page(request.GET.get("page"))
     context = {
         "approvals": list(paged.object_list),

@@ -1,38 +1,62 @@
-"""The login page, throttled so that guessing is slow and nobody can lock out everyone.
+"""The login page, throttled so that guessing is slow and failures alone lock nobody out.
 
-Failures are counted per (username, client address) and per username, never per
-address alone: many people share an address (an office, the TLS proxy), so a crowd
-of failures for random usernames locks out no one. After DURABLERUNS_LOGIN_MAX_FAILURES
-failures from one address for one username, that address may not try that username
-again until the window (DURABLERUNS_LOGIN_WINDOW seconds from the first failure)
-passes; after USER_FACTOR times as many from anywhere, the username is locked for
-everyone (distributed guessing). The answer is a 429 with Retry-After.
+The design follows OWASP's "device cookies" (Authentication and Credential Stuffing
+cheat sheets): a successful login leaves a signed cookie naming that username on that
+browser, and attempts are counted in two separate worlds.
 
-Each attempt takes its slot atomically (Redis INCR) *before* the password is checked,
-so concurrent guesses cannot all slip in under the limit. Counters live in the shared
-cache, so every web process sees them. Behind proxies, DURABLERUNS_TRUSTED_PROXIES
-says how many X-Forwarded-For entries (from the right) to trust.
+- From a **known browser** (a valid device cookie for the username tried), failures
+  count against that one cookie: DURABLERUNS_LOGIN_MAX_FAILURES per window, then 429
+  for that browser only. Nothing strangers do can lock the owner out of it.
+- From **anywhere else**, failures count per (username, client address) (the same
+  limit), per username (USER_FACTOR times it, against guessing spread over many
+  addresses), and per address across usernames (DURABLERUNS_LOGIN_ADDRESS_MAX_FAILURES,
+  against spraying random usernames: each costs a password hash).
+
+So a username attacked from everywhere is locked only for unknown browsers, and an
+address spraying usernames is refused before its passwords are hashed. The price: the
+owner on a new browser waits out the window (the 429 says so), or signs in from a
+browser they used before.
+
+Usernames are counted as authentication sees them: stripped and NFKC-normalised by
+Django's login form, and case-folded here too, so a fullwidth `carol`, `CAROL` and
+` carol ` all count against `carol`. Each attempt takes its slots atomically (Redis INCR)
+*before* the password is checked, so concurrent guesses cannot slip in under a limit.
+Behind proxies, DURABLERUNS_TRUSTED_PROXIES says how many X-Forwarded-For entries
+(from the right) to trust.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
+import secrets
 import time
+import unicodedata
 from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.core import signing
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 log = logging.getLogger(__name__)
 USER_FACTOR = 4  # a username from anywhere may fail this many times the per-address limit
+DEVICE_SALT = "durableruns.login.device"
+DEVICE_AGE = 180 * 24 * 3600  # seconds a browser stays known after its last login
 _login_view = auth_views.LoginView.as_view()
+_REFUSALS = {
+    "device": "Too many failed attempts from this browser for this username.",
+    "pair": "Too many failed attempts for this username.",
+    "username": "Too many failed attempts for this username.",
+    "address": "Too many failed sign-ins from your network.",
+}
 
 
 @login_not_required
@@ -40,17 +64,24 @@ _login_view = auth_views.LoginView.as_view()
 def login(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _login_view(request)
-    username = request.POST.get("username", "")
-    pair, user = _keys(username, client_address(request))
-    limit = settings.DURABLERUNS_LOGIN_MAX_FAILURES
-    over = [key for key, n in ((pair, limit), (user, limit * USER_FACTOR)) if _take(key) > n]
+    user = canonical(request.POST.get("username", ""))
+    device = _known_device(request, user)
+    slots = _slots(user, client_address(request), device)
+    over = [(kind, key) for kind, key, limit in slots if _take(key) > limit]
     if over:
-        log.warning("login throttled for %r", username[:150])
-        return _throttled(request, max(_seconds_left(key) for key in over))
+        log.warning("login throttled (%s) for user %s", over[0][0], user[:12])
+        return _throttled(request, over[0][0], max(_seconds_left(key) for _, key in over))
     response = _login_view(request)
     if response.status_code == 302:  # the right password: this attempt was no failure
-        cache.delete_many([pair, user, f"{pair}:since", f"{user}:since"])
+        _forgive(slots)
+        _remember_device(response, user)
     return response
+
+
+def canonical(username: str) -> str:
+    """The digest of `username` as authentication sees it (strip, NFKC), case-folded."""
+    name = unicodedata.normalize("NFKC", username.strip()).strip()
+    return _digest(unicodedata.normalize("NFKC", name.casefold()))
 
 
 def client_address(request: HttpRequest) -> str:
@@ -70,24 +101,92 @@ def client_address(request: HttpRequest) -> str:
 
 
 def failures(username: str, address: str) -> tuple[int, int]:
-    """(failures of username from address, failures of username) in the current window."""
-    pair, user = _keys(username, address)
+    """(failures of username from address, of username from anywhere) this window,
+    from browsers that do not know the username."""
+    pair, user = _pair_key(canonical(username), address), _user_key(canonical(username))
     return int(cache.get(pair, 0)), int(cache.get(user, 0))
 
 
+def address_failures(address: str) -> int:
+    """Failures from address this window, whatever the username."""
+    return int(cache.get(_address_key(address), 0))
+
+
 def forget(username: str, address: str) -> None:
-    """Clear the failure counts of a username (tests, support staff)."""
-    keys = _keys(username, address)
+    """Clear the failure counts of a username and of an address (tests, support staff)."""
+    user = canonical(username)
+    keys = (_pair_key(user, address), _user_key(user), _address_key(address))
     cache.delete_many([*keys, *(f"{key}:since" for key in keys)])
 
 
-def _keys(username: str, address: str) -> tuple[str, str]:
-    user = _digest(username.strip().lower())
-    return f"login-failures:pair:{user}:{_digest(address)}", f"login-failures:user:{user}"
+def _slots(user: str, address: str, device: str | None) -> list[tuple[str, str, int]]:
+    """(kind, counter, limit) that this attempt takes a slot in."""
+    limit = settings.DURABLERUNS_LOGIN_MAX_FAILURES
+    if device is not None:
+        return [("device", f"login-failures:device:{device}", limit)]
+    return [
+        ("pair", _pair_key(user, address), limit),
+        ("username", _user_key(user), limit * USER_FACTOR),
+        ("address", _address_key(address), settings.DURABLERUNS_LOGIN_ADDRESS_MAX_FAILURES),
+    ]
+
+
+def _forgive(slots: list[tuple[str, str, int]]) -> None:
+    """A success was no failure: it gives back its slots, and clears the count of its
+    (username, address) or browser. The username's count from anywhere stays: the
+    owner logging in must not hand distributed guessers a fresh allowance."""
+    for kind, key, _ in slots:
+        if kind in ("username", "address"):
+            _give_back(key)
+        elif kind in ("pair", "device"):
+            cache.delete_many([key, f"{key}:since"])
+
+
+def _known_device(request: HttpRequest, user: str) -> str | None:
+    """The nonce of this browser's valid device cookie for `user`, if it has one."""
+    value = request.COOKIES.get(_device_cookie(user), "")
+    try:
+        payload = signing.loads(value, salt=DEVICE_SALT, max_age=DEVICE_AGE)
+    except signing.BadSignature:
+        return None
+    if not isinstance(payload, dict) or payload.get("u") != user:
+        return None
+    nonce = payload.get("n")
+    return nonce if isinstance(nonce, str) and nonce.isalnum() else None
+
+
+def _remember_device(response: HttpResponse, user: str) -> None:
+    value = signing.dumps({"u": user, "n": secrets.token_hex(16)}, salt=DEVICE_SALT)
+    response.set_cookie(
+        _device_cookie(user),
+        value,
+        max_age=DEVICE_AGE,
+        path=reverse("login"),
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Strict",
+    )
+
+
+def _device_cookie(user: str) -> str:
+    # One cookie per username, so people sharing a browser each keep theirs.
+    return f"login_device_{user[:16]}"
+
+
+def _pair_key(user: str, address: str) -> str:
+    return f"login-failures:pair:{user}:{_digest(address)}"
+
+
+def _user_key(user: str) -> str:
+    return f"login-failures:user:{user}"
+
+
+def _address_key(address: str) -> str:
+    return f"login-failures:address:{_digest(address)}"
 
 
 def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()[:32]
+    return hashlib.sha256(value.encode(errors="surrogatepass")).hexdigest()[:32]
 
 
 def _take(key: str) -> int:
@@ -102,17 +201,25 @@ def _take(key: str) -> int:
         return 1
 
 
+def _give_back(key: str) -> None:
+    with contextlib.suppress(ValueError):  # the window ended meanwhile: nothing to give
+        cache.decr(key)
+
+
 def _seconds_left(key: str) -> int:
     since = cache.get(f"{key}:since") or time.time()
     return max(1, math.ceil(since + settings.DURABLERUNS_LOGIN_WINDOW - time.time()))
 
 
-def _throttled(request: HttpRequest, seconds: int) -> HttpResponse:
+def _throttled(request: HttpRequest, kind: str, seconds: int) -> HttpResponse:
     minutes = math.ceil(seconds / 60)
+    detail = f"{_REFUSALS[kind]} Your password was not checked."
+    if kind != "device":
+        detail += " If this is your account, sign in from a browser you signed in with before."
     context = {
         "status": 429,
         "title": "Too many failed attempts",
-        "detail": "Too many failed attempts for this username. Your password was not checked.",
+        "detail": detail,
         "retry_after_text": f"{minutes} minute{'s' if minutes != 1 else ''}",
         "retry_at": datetime.fromtimestamp(time.time() + seconds, tz=UTC),
     }

@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -397,6 +398,7 @@ def run_secrets(request: HttpRequest, run_id: str) -> HttpResponse:
     return render(request, "durableruns/admin/secrets.html", {"run": run, "sealed": _sealed(run)})
 
 
+@never_cache  # the plaintext stays in no browser or proxy cache
 @require_POST
 @permission_required(MANAGE_POLICIES)
 def secret_reveal(

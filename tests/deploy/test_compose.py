@@ -59,6 +59,7 @@ def test_the_app_uses_production_settings_from_the_environment():
         env = _compose()["services"][name]["environment"]
         assert env["DJANGO_SETTINGS_MODULE"] == "durableruns.settings_production"
         assert env["SECRET_KEY"].startswith("${SECRET_KEY:?")  # no default secret
+        assert env["DURABLERUNS_ENCRYPTION_KEYS"].startswith("${DURABLERUNS_ENCRYPTION_KEYS:?")
         assert env["DATABASE_URL"].startswith("postgres://")
         assert env["REDIS_URL"].startswith("redis://")
 
@@ -82,3 +83,17 @@ def test_beat_starts_only_when_asked_for():
     services = _compose()["services"]
     assert services["beat"]["profiles"] == ["beat"]
     assert all("profiles" not in s for name, s in services.items() if name != "beat")
+
+
+def test_gunicorn_is_reachable_only_by_the_proxy_the_settings_count():
+    """Published on the host's loopback only, for the TLS proxy there: the one proxy
+    DURABLERUNS_TRUSTED_PROXIES counts, so each client has its own address and a
+    client cannot reach gunicorn to forge X-Forwarded-For or X-Forwarded-Proto."""
+    web = _compose()["services"]["web"]
+    assert web["ports"] and all(port.startswith("127.0.0.1:") for port in web["ports"])
+    assert web["environment"]["DURABLERUNS_TRUSTED_PROXIES"] == "${DURABLERUNS_TRUSTED_PROXIES:-1}"
+
+
+def test_the_dockerfile_collects_static_files_with_throwaway_keys_only():
+    step = (ROOT / "Dockerfile").read_text().split("collectstatic-only", 1)[1].split("\n\n")[0]
+    assert "DURABLERUNS_ENCRYPTION_KEYS=$(" in step and "Fernet.generate_key()" in step

@@ -12,6 +12,7 @@ import uuid
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
@@ -39,6 +40,9 @@ def stack(tmp_path, settings, live_server):
         **_deployment_environ(),
         "DJANGO_SETTINGS_MODULE": "durableruns.settings_production",
         "SECRET_KEY": secrets.token_urlsafe(60),
+        "DURABLERUNS_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        # The test stands in for the TLS proxy (it sends X-Forwarded-Proto), as compose's.
+        "DURABLERUNS_TRUSTED_PROXIES": "1",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "REDIS_URL": settings.CELERY_BROKER_URL,
