@@ -211,9 +211,12 @@ DURABLERUNS_LANGGRAPH_GRAPHS = _env_list("DURABLERUNS_LANGGRAPH_GRAPHS", "")
 # own safe set (plain data, datetimes, UUIDs, LangChain messages and documents, Send,
 # Interrupt, Command). A value naming any other class is refused, never imported.
 DURABLERUNS_LANGGRAPH_ALLOWED_TYPES = _env_list("DURABLERUNS_LANGGRAPH_ALLOWED_TYPES", "")
-# How long a resuming worker holds a thread without writing a checkpoint before the
-# sweeper hands the thread to another worker (a LangGraph node is not interruptible).
+# The lease of a worker resuming a thread, renewed by its heartbeat (and by every
+# checkpoint): the fallback for a hung worker, whose session still holds the run's lock.
 DURABLERUNS_LANGGRAPH_LEASE_TTL = _env_float("DURABLERUNS_LANGGRAPH_LEASE_TTL", 300.0)
+# A run whose agent, agent version or graph this worker lacks (a rolling deploy) waits
+# this long for a worker that has it before it is tried again (engine/handback.py).
+DURABLERUNS_HANDBACK_DELAY = _env_float("DURABLERUNS_HANDBACK_DELAY", 30.0)
 DURABLERUNS_SWEEP_INTERVAL = _env_float("DURABLERUNS_SWEEP_INTERVAL", 5.0)
 DURABLERUNS_REDELIVER_AFTER = _env_float("DURABLERUNS_REDELIVER_AFTER", 30.0)
 # A dead executor is noticed through its Postgres session closing (a session advisory

@@ -35,7 +35,7 @@ from durableruns.langgraph import DurableRunsSaver  # noqa: E402
 class Refund(TypedDict, total=False):
     order: str
     cents: int
-    decision: dict
+    approved: bool
     log: Annotated[list[str], operator.add]
 
 
@@ -45,8 +45,10 @@ def check(state: Refund) -> Refund:
 
 def ask_reviewer(state: Refund) -> Refund:
     # The durableruns convention: summary, payload, allowed decisions (and a schema
-    # for edits) become the approval; the decision dict comes back from interrupt().
-    decision = interrupt(
+    # for edits) become the approval. interrupt() returns what LangGraph's docs say a
+    # resume value is: False for a reject; with "edit" allowed, the payload as approved
+    # (the reviewer's edit, if any).
+    approved = interrupt(
         {
             "summary": f"Refund {state['cents']} cents on order {state['order']}?",
             "payload": {"order": state["order"], "cents": state["cents"]},
@@ -58,14 +60,15 @@ def ask_reviewer(state: Refund) -> Refund:
             },
         }
     )
-    return {"decision": decision, "log": [f"reviewer said {decision['decision']}"]}
+    if not approved:
+        return {"approved": False, "log": ["reviewer rejected"]}
+    return {"approved": True, "cents": approved["cents"], "log": ["reviewer approved"]}
 
 
 def refund(state: Refund) -> Refund:
-    if not state["decision"]["approved"]:
+    if not state["approved"]:
         return {"log": ["no refund"]}
-    cents = state["decision"]["payload"]["cents"]
-    return {"log": [f"refunded {cents} cents"]}
+    return {"log": [f"refunded {state['cents']} cents"]}
 
 
 builder = StateGraph(Refund)

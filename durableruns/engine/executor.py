@@ -10,22 +10,20 @@ import json
 import logging
 import os
 import socket
-import threading
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from .. import logs, metrics
 from ..models import Run as RunRecord
-from . import crashpoints, doorbell, gates, registry, store, vault
+from . import crashpoints, doorbell, gates, handback, liveness, registry, store, vault
 from .context import Run
 from .errors import (
-    AgentVersionUnavailable,
     LeaseLost,
     RunStopped,
     SerializationError,
@@ -43,27 +41,15 @@ def advance(run_id: str) -> str:
     """Execute run `run_id` as far as it can go now. Returns what happened, for logs."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     with logs.run_context(run_id):
-        # The liveness lock before the lease: a run with a live lease then has its lock
-        # held, so the sweeper reads a free lock as a dead owner (take_over_dead_owners).
-        lock = store.claim_owner_lock(run_id)
-        if lock == store.LOCK_BUSY:
-            return "skipped"
         try:
-            lease = store.acquire_lease(run_id, owner)
-            if lease is None:
-                return "skipped"
-            if lock == store.LOCK_WITHOUT and store.owner_detection_enabled():
-                lock = store.retry_owner_lock(run_id)
-                if lock == store.LOCK_WITHOUT:
-                    log.warning("run %s: its hung previous owner still holds its lock", run_id)
-            with Heartbeat(lease):
+            with liveness.executing(run_id, lambda: store.acquire_lease(run_id, owner)) as lease:
+                if lease is None:
+                    return "skipped"
                 try:
                     return _drive(lease)
                 except StoreUnavailable as exc:
                     return _hand_back(lease, exc)
         finally:
-            if lock == store.LOCK_HELD:
-                store.release_owner_lock(run_id)
             metrics.flush_step_counts()
 
 
@@ -84,12 +70,9 @@ def _drive(lease: store.Lease) -> str:
         context.finish_check()
         return _succeed(lease, context, value)
     except UnknownAgent as exc:
-        return _stop(
-            lease,
-            AgentVersionUnavailable(
-                f"{exc}; the run continues only on the version it started with"
-            ),
-        )
+        # A rolling deploy, or a worker missing a module: wait for a worker that has it.
+        wanted = f"agent {record.agent!r} version {record.agent_version!r}"
+        return handback.hand_back(lease, f"waiting for a worker that has {wanted} (here: {exc})")
     except Suspend as suspend:
         return _suspend(lease, suspend, locals().get("context"))
     except StoreUnavailable:
@@ -203,40 +186,6 @@ def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
     elif "wake_at" in fields:
         doorbell.ring_at(lease.run_id, fields["wake_at"])
     return suspend.status
-
-
-class Heartbeat:
-    """Extends the lease every TTL/3 from a thread with its own connection."""
-
-    def __init__(self, lease: store.Lease) -> None:
-        self.lease = lease
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True, name="lease-heartbeat")
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.lease.ttl)
-
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(self.lease.ttl / 3):
-                try:
-                    if not store.renew_lease(self.lease):
-                        log.warning(
-                            "run %s: lease lost (fence %s)", self.lease.run_id, self.lease.fence
-                        )
-                        return
-                except Exception:
-                    # Database trouble: the local deadline in Lease.ensure_held()
-                    # stops the executor before its next effect.
-                    log.exception("run %s: heartbeat failed", self.lease.run_id)
-                    close_old_connections()
-        finally:
-            connection.close()
 
 
 def worker_ready() -> None:

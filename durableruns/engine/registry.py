@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ READ_ONLY = "read_only"
 IDEMPOTENT_WRITE = "idempotent_write"
 UNSAFE_WRITE = "unsafe_write"
 TOOL_KINDS = (READ_ONLY, IDEMPOTENT_WRITE, UNSAFE_WRITE)
+
+log = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 
@@ -181,6 +184,25 @@ def unregister_agent(name: str, version: str) -> None:
     _AGENTS.pop((name, version), None)
 
 
-def load_agent_modules(modules: list[str]) -> None:
+def load_agent_modules(modules: list[str]) -> list[str]:
+    """Import the modules that register agents; returns those that failed.
+
+    A module that fails to import is logged, naming the setting and the module, and
+    skipped: one bad entry must not stop a process or a command (`migrate` included).
+    The runs of the agents it would have registered wait for a worker that has them
+    (engine/handback.py)."""
+    failed = []
     for module in modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            log.error(
+                "DURABLERUNS_AGENT_MODULES names %r, which cannot be imported (%s: %s); "
+                "this process serves no agent from it",
+                module,
+                type(exc).__name__,
+                exc,
+                exc_info=not isinstance(exc, ModuleNotFoundError),
+            )
+            failed.append(module)
+    return failed

@@ -195,8 +195,11 @@ def acquire_lease(run_id: str, owner: str) -> Lease | None:
             updated_at=Now(),
         )
     )
-    if not taken:
-        return None
+    return leased(run_id, owner, ttl) if taken else None
+
+
+def leased(run_id: str, owner: str, ttl: float) -> Lease | None:
+    """The lease `owner` took on the run just now (None if it is already gone)."""
     fence = Run.objects.filter(pk=run_id, lease_owner=owner).values_list("fence", flat=True).first()
     if fence is None:
         return None

@@ -12,8 +12,17 @@ dict, these keys shape the approval; anything else is shown as the payload.
         "expires_in": 3600, "on_expiry": "reject",         # seconds; default decision
     })
 
-The graph receives, from `interrupt()`, the decision as a dict:
-    {"decision": "approve" | "edit" | "reject" | "expire", "approved": bool,
+`interrupt()` returns what LangGraph's own docs promise a resume value is:
+
+    approve  -> True, or the payload as approved when the interrupt allows "edit"
+                (so both `if is_approved:` and `value = interrupt(...)` read right)
+    edit     -> the reviewer's edited payload
+    reject   -> False
+    respond  -> the reviewer's answer (text), when the interrupt allows "respond"
+    expire   -> as its on_expiry decision (approve or reject)
+
+An interrupt whose value has `"returns": "decision"` gets the whole decision instead:
+    {"decision": "approve" | "edit" | "reject" | "respond" | "expire", "approved": bool,
      "payload": <the payload, or the reviewer's edit>, "comment": "..."}
 """
 
@@ -29,7 +38,7 @@ from django.utils import timezone
 
 from durableruns.engine import signals
 from durableruns.engine import store as engine_store
-from durableruns.engine.gates import DECISIONS, outcome_of
+from durableruns.engine.gates import KNOWN_DECISIONS, outcome_of
 from durableruns.langgraph.render import node_of, value
 from durableruns.langgraph.serde import printable
 from durableruns.models import Approval
@@ -51,7 +60,10 @@ def approval_specs(interrupts: Any, serde: Any, task_path: str) -> list[dict[str
 
 def _shape(shown: Any, node: str) -> dict[str, Any]:
     spec = shown if isinstance(shown, dict) else {}
-    allowed = [d for d in spec.get("allowed") or [] if d in DECISIONS] or ["approve", "reject"]
+    allowed = [d for d in spec.get("allowed") or [] if d in KNOWN_DECISIONS] or [
+        "approve",
+        "reject",
+    ]
     schema = spec.get("schema") if isinstance(spec.get("schema"), dict) else None
     expires_in = spec.get("expires_in")
     on_expiry = spec.get("on_expiry") if spec.get("on_expiry") in ("approve", "reject") else None
@@ -120,7 +132,16 @@ def _notify(run_id: str, interrupt_ids: list[str]) -> None:
                 log.warning("approval %s: %s failed", approval.pk, receiver, exc_info=reply)
 
 
-def resume_value(approval: Approval) -> dict[str, Any]:
-    """What `interrupt()` returns in the graph for a decided approval."""
+def resume_value(approval: Approval, asked: Any = None) -> Any:
+    """What `interrupt()` returns in the graph for a decided approval; `asked` is the
+    value the graph gave `interrupt()` (its "returns" key opts out: module docstring)."""
     outcome = outcome_of(approval)
-    return {k: outcome[k] for k in ("decision", "approved", "payload", "comment")}
+    if isinstance(asked, dict) and asked.get("returns") == "decision":
+        return {k: outcome[k] for k in ("decision", "approved", "payload", "comment")}
+    if outcome["decision"] == "respond":
+        return outcome["comment"]
+    if not outcome["approved"]:
+        return False
+    if "edit" in approval.allowed:
+        return outcome["payload"]
+    return True

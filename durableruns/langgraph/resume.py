@@ -21,10 +21,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from durableruns.engine import doorbell
+from durableruns.engine import doorbell, handback, liveness
+from durableruns.engine import store as engine_store
 from durableruns.langgraph.interrupts import resume_value
 from durableruns.models import Approval, Run
 
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 # The lease owner of the resume running in this context (read by the saver: fence).
 current_owner: contextvars.ContextVar[str] = contextvars.ContextVar("lg_owner", default="")
 _loaded: dict[str, Any] = {}
+
+
+# A handed-back thread (engine/handback.py) waits; its wake-up brings it here again.
+RESUMABLE = (Run.Status.AWAITING_APPROVAL, Run.Status.RUNNING, Run.Status.WAITING)
 
 
 class UnknownGraph(LookupError):
@@ -67,48 +72,62 @@ def resume_thread(run_id: str) -> str:
         return "not a langgraph thread"
     if run.redacted_at is not None:
         return "redacted: a redacted thread refuses to resume"
-    if run.status not in (Run.Status.AWAITING_APPROVAL, Run.Status.RUNNING):
+    if run.status not in RESUMABLE:
         return "nothing to do"
     if Approval.objects.filter(run_id=run_id, state=Approval.State.PENDING).exists():
         return "waiting for decisions"
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    if not _take_lease(run_id, owner):
-        return "skipped: another worker holds the thread"
-    token = current_owner.set(owner)
-    try:
-        return _drive(run, owner)
-    finally:
-        current_owner.reset(token)
-        Run.objects.filter(pk=run_id, lease_owner=owner).update(
-            lease_owner="", lease_expires_at=None
-        )
+    # The liveness every executor holds (engine/liveness.py): without the run's lock the
+    # sweeper would read this live worker as dead and hand the thread to another.
+    with liveness.executing(run_id, lambda: _take_lease(run_id, owner)) as lease:
+        if lease is None:
+            return "skipped: another worker holds the thread"
+        token = current_owner.set(owner)
+        try:
+            return _drive(run, lease)
+        finally:
+            current_owner.reset(token)
+            Run.objects.filter(pk=run_id, lease_owner=owner).update(
+                lease_owner="", lease_expires_at=None
+            )
 
 
-def _take_lease(run_id: str, owner: str) -> bool:
-    ttl = timedelta(seconds=settings.DURABLERUNS_LANGGRAPH_LEASE_TTL)
-    return bool(
+def _take_lease(run_id: str, owner: str) -> engine_store.Lease | None:
+    ttl = settings.DURABLERUNS_LANGGRAPH_LEASE_TTL
+    taken = (
         Run.objects.filter(pk=run_id, kind=Run.Kind.LANGGRAPH, redacted_at__isnull=True)
-        .filter(status__in=(Run.Status.AWAITING_APPROVAL, Run.Status.RUNNING))
+        .filter(status__in=RESUMABLE)
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now()))
+        .filter(Q(wake_at__isnull=True) | Q(wake_at__lte=Now()))
         .update(
             lease_owner=owner,
-            lease_expires_at=Now() + ttl,
+            lease_expires_at=Now() + timedelta(seconds=ttl),
+            fence=F("fence") + 1,
             status=Run.Status.RUNNING,
+            wake_at=None,
             updated_at=Now(),
         )
     )
+    return engine_store.leased(run_id, owner, ttl) if taken else None
 
 
-def _drive(run: Run, owner: str) -> str:
+def _drive(run: Run, lease: engine_store.Lease) -> str:
     from langgraph.types import Command
 
-    graph = load_graph(run.agent)
+    owner = lease.owner
+    try:
+        graph = load_graph(run.agent)
+    except (UnknownGraph, ImportError, AttributeError) as exc:
+        # Not this worker's graph (a rolling deploy, a missing module): wait for one
+        # that has it, visibly, instead of staying "running" with no lease.
+        reason = f"waiting for a worker that has LangGraph graph {run.agent!r} (here: {exc})"
+        return handback.hand_back(lease, reason)
     config = {"configurable": {"thread_id": run.langgraph_thread.thread_id}}
     state = graph.get_state(config)
-    pending = [i.id for i in state.interrupts]
+    pending = {i.id: i.value for i in state.interrupts}
     if pending:
         decided = {
-            a.interrupt_id: resume_value(a)
+            a.interrupt_id: resume_value(a, pending[a.interrupt_id])
             for a in Approval.objects.filter(run_id=run.pk, interrupt_id__in=pending).exclude(
                 state=Approval.State.PENDING
             )

@@ -122,13 +122,20 @@ def resume(run: Run, *, user: Any, reason: str = "") -> bool:
             rang_at=Now(),
             updated_at=Now(),
         )
+        after = Status.QUEUED
+        if not changed:
+            # A thread handed back for a worker that has its graph: try again now.
+            changed = Run.objects.filter(
+                pk=run.pk, kind=Run.Kind.LANGGRAPH, status=Status.WAITING
+            ).update(wake_at=Now(), rang_at=Now(), updated_at=Now())
+            after = Status.WAITING
         if changed:
             audit.record(
                 user,
                 "run.resume",
                 run,
                 before={"status": run.status},
-                after=_with_reason({"status": Status.QUEUED}, reason),
+                after=_with_reason({"status": after}, reason),
             )
             doorbell.ring(run.pk)
     return bool(changed)

@@ -15,7 +15,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from .. import roles
-from ..engine import registry
+from ..engine import handback, registry
 from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import RESUMABLE
 from . import keyset, live
@@ -239,6 +239,7 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
     native = record.kind == Run.Kind.NATIVE
     Run.fill_langgraph_activity([record])
+    waiting_for = handback.waiting_reason(record)
     return {
         "run": record,
         # A terminal run's page stops polling, so it needs no version.
@@ -253,11 +254,11 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
         "budget": _budget(record, steps, complete=window.complete),
         "spend": _spend(record),
         "axis": axis,
-        "pending": _pending(record, effects, axis),
+        "pending": _pending(record, effects, axis, waiting_for),
         "audit": list(AuditEvent.objects.for_run(record)),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
-        "can_resume": can_operate and native and _resumable(record, effects),
+        "can_resume": can_operate and _resumable(record, effects) and (native or waiting_for),
     }
 
 
@@ -308,8 +309,11 @@ def _step_url(record: Run) -> str:
     return reverse("run-step", args=[record.id, 0]).removesuffix("0/") + "{position}/"
 
 
-def _pending(record: Run, effects: list[Effect], axis: dict[str, Any]) -> dict[str, Any]:
-    """What the run waits for now: a step's next attempt, or escalated effects."""
+def _pending(
+    record: Run, effects: list[Effect], axis: dict[str, Any], waiting_for: str
+) -> dict[str, Any]:
+    """What the run waits for now: a worker that can load it, a step's next attempt, or
+    escalated effects."""
     retry = None
     # Only while it waits for the next attempt: once a worker takes the lease the
     # wake-up time is cleared and the step shows as executing.
@@ -325,7 +329,13 @@ def _pending(record: Run, effects: list[Effect], axis: dict[str, Any]) -> dict[s
             "bar": pending_bar(record, axis),
         }
     unknown = [effect for effect in effects if effect.state == Effect.State.UNKNOWN]
-    return {"retry": retry, "escalations": unknown, "any": bool(retry or unknown)}
+    handed_back = {"reason": waiting_for, "next_at": record.wake_at} if waiting_for else None
+    return {
+        "handback": handed_back,
+        "retry": retry,
+        "escalations": unknown,
+        "any": bool(handed_back or retry or unknown),
+    }
 
 
 def _budget(record: Run, steps: list[Step], complete: bool) -> dict[str, Any]:

@@ -43,3 +43,14 @@ def test_an_edit_outside_the_schema_is_refused(example, alice):
 
     with pytest.raises(approvals.InvalidEdit):
         approvals.decide(approval, "edit", user=alice, payload={"cents": 10**9})
+
+
+def test_a_reviewers_reject_refunds_nothing(example, alice):
+    config = {"configurable": {"thread_id": "refund-A-11"}}
+    example.graph.invoke({"order": "A-11", "cents": 12000}, config)
+    approval = Approval.objects.get(run_id=run_id_for("refund-A-11"))
+
+    approvals.decide(approval, "reject", user=alice, comment="not this one")
+    resume_thread(run_id_for("refund-A-11"))
+
+    assert example.graph.get_state(config).values["log"][-2:] == ["reviewer rejected", "no refund"]
