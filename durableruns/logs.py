@@ -49,7 +49,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            from .engine.redaction import redact_text
+            from .secret_text import redact_text
 
             record.msg = redact_text(record.getMessage())
             record.args = None
