@@ -42,23 +42,47 @@ from django.core.cache import cache
 REDACTED = "[REDACTED]"
 
 _TOKEN = r"[A-Za-z0-9\-._~+/]"  # noqa: S105 - a character class, not a password
-# Shapes whose whole match is a secret.
+# Shapes whose whole match is a secret: the token formats of detect-secrets' plugins
+# and gitleaks' rules (written for RE2: no lookaround), plus this product's own tokens.
 VALUE_PATTERNS: list[str] = [
     rf"(?i)\b(?:bearer|basic|digest)\s+{_TOKEN}{{8,}}=*",
+    r"dr_[0-9a-f]{12}_[A-Za-z0-9_-]{43}",  # this product's API tokens (services/tokens.py)
     r"\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{8,}",
     r"\bsk-[A-Za-z0-9_\-]{16,}",
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}",
+    r"\b(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{30,}",
     r"\bgithub_pat_[A-Za-z0-9_]{22,}",
+    r"\b(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-[A-Za-z0-9_\-]{20,}",
+    r"\bGR1348941[A-Za-z0-9_\-]{20,}",
     r"\bxox[abposre]-[A-Za-z0-9-]{10,}",
+    r"(?i)\bxapp-\d-[A-Z0-9]+-\d+-[A-Z0-9]+",
     r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+",
+    r"\bAIza[0-9A-Za-z_\-]{35}",
+    r"\bhf_[A-Za-z0-9]{30,}",
+    r"\bnpm_[A-Za-z0-9]{36}",
+    r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}",
+    r"\b(?:AC|SK)[a-z0-9]{32}\b",  # Twilio account SIDs and API keys
+    r"\bpypi-AgE[A-Za-z0-9_\-]{70,}",
+    r"\b[0-9a-f]{32}-us[0-9]{1,2}\b",  # Mailchimp
+    r"\b\d{8,10}:[0-9A-Za-z_-]{35}\b",  # Telegram bots
     r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
     r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----(?s:.*?)"
     r"(?:-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|\z)",
 ]
-# The password of scheme://user:password@host keeps everything but the password.
-URL_PASSWORD = r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@"  # noqa: S105
-CARD_CANDIDATE = r"\b(?:\d[ -]?){12,18}\d\b"
+# Shapes known by what precedes them: group 1 is kept, the rest is the secret. An AWS
+# secret key and a classic (unprefixed) GitHub token are 40 characters that only their
+# context tells from a digest; an Azure connection string's AccountKey ends at `;`.
+CONTEXT_PATTERNS: list[str] = [
+    r"(?i)(aws.{0,20}?(?:key|secret|pwd|pw|password|pass|token).{0,20}?[\s'\"=:]\s*)"
+    r"[0-9a-zA-Z/+]{40}\b",
+    r"(?i)(github.{0,20}?[\s'\"=:]\s*)[0-9a-f]{40}\b",
+    r"(?i)(AccountKey=)[a-zA-Z0-9+/=]{20,}",
+]
+# The password of scheme://user:password@host keeps everything but the password, which
+# may hold any character but space and quotes (`/` and `@` included: up to the last @).
+URL_PASSWORD = r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\"'<>]*:)[^\s\"'<>]+@"  # noqa: S105
+# Digits grouped by a space, two spaces, a dash or a dot (at most 57 characters).
+CARD_CANDIDATE = r"\b(?:\d[ .\-]{0,2}){12,18}\d\b"
 
 # Rules change rarely and are read on every write: a process keeps them this long,
 # and a change clears the shared cache so other processes reload within this time.
@@ -91,7 +115,7 @@ def _compile_bytes(source: str) -> Any:
 class Rules:
     keys: frozenset[str]
     patterns: tuple[Any, ...]  # RE2 patterns whose whole match is a secret
-    key_text: list[tuple[Any, bytes]]  # `name=value` in free text: (pattern, replacement)
+    key_text: list[tuple[Any, bytes]]  # `name=value` and the like: (pattern, replacement)
     any_hit: Any  # one alternation of everything: the fast "nothing to redact" test
     _key_verdicts: dict[str, bool] = field(default_factory=dict)
 
@@ -118,9 +142,7 @@ class Rules:
         verdict = self._key_verdicts.get(key)
         if verdict is None:
             normalised = _normalise_key(key)
-            verdict = normalised in self.keys or any(
-                normalised.endswith("_" + rule) for rule in self.keys
-            )
+            verdict = any(normalised.endswith(rule) for rule in self.keys)
             if len(self._key_verdicts) < _KEY_CACHE_LIMIT:
                 self._key_verdicts[key] = verdict
         return verdict
@@ -238,8 +260,9 @@ def _compiled_rules(setting_keys: tuple[str, ...], admin: tuple[tuple[str, str],
             sources.append(value)
         except InvalidPattern:
             log.warning("skipping redaction pattern %r: RE2 cannot run it", value)
-    key_text = _key_text_patterns(keys)
+    key_text = _context_patterns() + _key_text_patterns(keys)
     sources.extend(pattern.pattern.decode() for pattern, _ in key_text)
+    sources.extend(_key_screen(keys))
     any_hit = _compile_bytes("|".join(f"(?:{s})" for s in sources))
     anchored = any(_ANCHOR.search(value) for kind, value in admin if kind != "key")
     return Rules(frozenset(keys), tuple(patterns), key_text, any_hit, screen_safe=not anchored)
@@ -256,35 +279,82 @@ def _unescape(match: re.Match[str]) -> str:
 
 
 def _normalise_key(key: str) -> str:
-    """`accessToken`, `Access-Token` and `ACCESS_TOKEN` all become `access_token`."""
-    return _CAMEL.sub(r"\1_\2", key).lower().replace("-", "_")
+    """`accessToken`, `Access-Token`, `ACCESS_TOKEN` and `accesstoken` all become
+    `accesstoken`: a key is secret when its normalised form ends with a rule's
+    (`DBPassword`, `adminpassword`, `db-password`)."""
+    return key.lower().replace("_", "").replace("-", "")
 
 
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+def _name_pattern(keys: set[str]) -> str:
+    """Every rule's name in text, in any case, with `_` or `-` anywhere inside it: the
+    text form of what _normalise_key folds together, so the screen stays sound."""
+    spelled = ("[_-]*".join(re.escape(char) for char in key) for key in keys)
+    return "|".join(sorted(spelled, key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=1)
+def _context_patterns() -> list[tuple[Any, bytes]]:
+    return [(_compile_bytes(source), rb"\1" + _REDACTED) for source in CONTEXT_PATTERNS]
+
+
+def _key_screen(keys: set[str]) -> list[str]:
+    """What the screen must also flag: a bare `name:` (whatever follows) and a
+    `{"name": "Authorization", "value": ...}` pair (see _pair_value_key)."""
+    if not keys:
+        return []
+    names = _name_pattern(keys)
+    return [
+        rf"(?i)(?:{names})['\"]?\s*[=:]",
+        rf'(?i)"(?:{"|".join(_PAIR_NAMES)})"\s*:\s*"[^"]*(?:{names})"',
+    ]
 
 
 def _key_text_patterns(keys: set[str]) -> list[tuple[Any, bytes]]:
-    """`password=hunter2`, `"api_key": "x y"`, `Authorization: Basic abc` in free text
-    (`accessToken=`, `my_password:` too: a name is found wherever it ends a word)."""
+    """`password=hunter2`, `"api_key": "x\\ny"`, `Authorization: Basic abc`,
+    `password: two words` and `the password is two words` in free text (`accessToken=`,
+    `DBPassword:` too: a name is found wherever it ends a word). After `=` the value is
+    one word (a query string's `&` ends it); after `:` or `is`, the rest of the line."""
     if not keys:
         return []
-    names = "|".join(sorted((re.escape(k).replace("_", "[_-]?") for k in keys), key=len)[::-1])
-    name = rf"(?i)((?:{names})['\"]?\s*[=:]\s*)"
-    values = [
-        ('"[^"\n]*"', b'"' + _REDACTED + b'"'),  # quoted: several words included
-        ("'[^'\n]*'", b"'" + _REDACTED + b"'"),
-        (r"(?:(?:basic|bearer|digest|token)\s+)?[^\s'\",;&}]+", _REDACTED),  # a word
+    names = _name_pattern(keys)
+    said = _name_pattern({key for key in keys if "pass" in key or "pwd" in key})
+    rest_of_line = r"[^\s'\",;&}<>][^\n'\",;&}<>]*"
+    sources = [
+        # quoted, escaped quotes and line breaks included
+        (rf"""((?:{names})['"]?\s*[=:]\s*)"(?:[^"\\]|\\(?s:.))*\"""", b'"' + _REDACTED + b'"'),
+        (rf"""((?:{names})['"]?\s*[=:]\s*)'(?:[^'\\]|\\(?s:.))*'""", b"'" + _REDACTED + b"'"),
+        (
+            rf"((?:{names})['\"]?\s*=\s*)(?:(?:basic|bearer|digest|token)\s+)?[^\s'\",;&}}]+",
+            _REDACTED,
+        ),
+        (rf"((?:{names})['\"]?\s*:\s*){rest_of_line}", _REDACTED),
     ]
+    if said:
+        sources.append((rf"((?:{said})\s+(?:is|was)\s*:?\s+){rest_of_line}", _REDACTED))
     return [
-        (re2.compile((name + value).encode(), _OPTIONS), rb"\1" + replacement)
-        for value, replacement in values
+        (_compile_bytes("(?i)" + source), rb"\1" + replacement) for source, replacement in sources
     ]
+
+
+# `{"name": "Authorization", "value": "Bearer x"}`: HTTP headers, form fields and
+# environment variables as name/value pairs lose the value when the name is secret.
+_PAIR_NAMES = ("name", "key")
+_PAIR_VALUES = ("value",)
+
+
+def _pair_value_key(value: dict, rules: Rules) -> str | None:
+    for name in _PAIR_NAMES:
+        named = value.get(name)
+        if isinstance(named, str) and rules.is_secret_key(named):
+            return next((key for key in _PAIR_VALUES if key in value), None)
+    return None
 
 
 def _redact_dict(value: dict, rules: Rules) -> dict:
     changed: dict[Any, Any] | None = None
+    pair_value = _pair_value_key(value, rules)
     for key, item in value.items():
-        if isinstance(key, str) and rules.is_secret_key(key):
+        if isinstance(key, str) and (key == pair_value or rules.is_secret_key(key)):
             new = REDACTED
         else:
             new = redact_with(item, rules)
@@ -332,7 +402,10 @@ _CARD = re.compile(CARD_CANDIDATE.encode())
 
 def _mask_card(match: re.Match[bytes]) -> bytes:
     found = match.group()
-    return _REDACTED if _luhn_ok(found.replace(b" ", b"").replace(b"-", b"").decode()) else found
+    return _REDACTED if _luhn_ok(_CARD_SEPARATORS.sub(b"", found).decode()) else found
+
+
+_CARD_SEPARATORS = re.compile(rb"[ .\-]")
 
 
 def _is_card_number(number: int) -> bool:

@@ -214,8 +214,8 @@ DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT = _env_float("DURABLERUNS_IDEMPOTENCY_LOCK_
 DURABLERUNS_REDACT_KEYS = _env_list(
     "DURABLERUNS_REDACT_KEYS",
     "password,passwd,passphrase,secret,api_key,apikey,token,access_token,refresh_token,"
-    "authorization,cookie,card_number,cvv,private_key,secret_key,secret_access_key,"
-    "client_secret",
+    "authorization,auth,cookie,card_number,cvv,private_key,secret_key,secret_access_key,"
+    "client_secret,pwd,credentials,credential,ssh_key,account_key,access_key",
 )
 # The demo's stand-in payment and email providers (durableruns/demo/urls.py), served
 # under /providers/ by the web process for the demo tools. Never in production
