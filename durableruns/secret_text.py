@@ -38,8 +38,16 @@ import re2
 from django.apps import apps
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
 
 REDACTED = "[REDACTED]"
+# The default of DURABLERUNS_REDACT_KEYS; also what applies where no settings exist yet
+# (gunicorn's master logs before any worker loads Django).
+BUILT_IN_KEYS = (
+    "password,passwd,passphrase,secret,api_key,apikey,token,access_token,refresh_token,"
+    "authorization,auth,cookie,card_number,cvv,private_key,secret_key,secret_access_key,"
+    "client_secret,pwd,credentials,credential,ssh_key,account_key,access_key"
+)
 
 _TOKEN = r"[A-Za-z0-9\-._~+/]"  # noqa: S105 - a character class, not a password
 # Shapes whose whole match is a secret: the token formats of detect-secrets' plugins
@@ -202,8 +210,9 @@ def current_rules() -> Rules:
         rules = _local["rules"]
         if rules is not None and time.monotonic() - _local["loaded"] < LOCAL_TTL_SECONDS:
             return rules
-    if getattr(_loading, "active", False):
-        # A log record emitted while loading (the filter redacts logs): settings' rules.
+    if getattr(_loading, "active", False) or not apps.ready:
+        # A log record emitted while loading (the filter redacts logs), or a process
+        # that has not set Django up (gunicorn's master): no database, settings' rules.
         return _build_rules([])
     _loading.active = True
     try:
@@ -243,7 +252,14 @@ def _admin_rules() -> list[tuple[str, str]] | None:
 
 
 def _build_rules(admin: list[tuple[str, str]]) -> Rules:
-    return _compiled_rules(tuple(settings.DURABLERUNS_REDACT_KEYS), tuple(map(tuple, admin)))
+    return _compiled_rules(_setting_keys(), tuple(map(tuple, admin)))
+
+
+def _setting_keys() -> tuple[str, ...]:
+    try:
+        return tuple(settings.DURABLERUNS_REDACT_KEYS)
+    except ImproperlyConfigured:  # no DJANGO_SETTINGS_MODULE in this process (yet)
+        return tuple(BUILT_IN_KEYS.split(","))
 
 
 @functools.lru_cache(maxsize=8)
