@@ -98,3 +98,68 @@ def test_a_pair_keeps_the_name_and_the_other_fields():
 )
 def test_it_keeps_look_alikes_that_are_not_secrets(value):
     assert redact(value) is value
+
+
+# --- The fast canary: every shape above through a real run, to every surface --------
+
+CANARY = {
+    "keys": {"DBPassword": "c-0001", "adminpassword": "c-0002", "APIToken": "c-0003"},
+    "more": {"PassWord": "c-0004", "pwd": "c-0005", "ssh_key": "c-0006", "auth": "c-0007"},
+    "azure": {"AccountKey": "c-0008", "accessKey": "c-0009", "credentials": "c-0010"},
+    "headers": [{"name": "Authorization", "value": "c-0011"}],
+    "said": "the password is c-0012",
+    "multiline": {"password": "c-0013\nc-0014"},
+    "tokens": f"{XAPP} {GOOGLE} {HUGGINGFACE} {GITLAB} {NPM} {SENDGRID} {TWILIO}",
+    "text": f"aws key: {AWS_SECRET} github token {CLASSIC_GITHUB} Token {OWN_TOKEN}",
+    "url": "postgres://app:c-00/15@x@db:5432/x",
+    "cards": "4111.1111.1111.1111 and 4111  1111  1111  1111",
+}
+CANARY_SECRETS = [
+    *(f"c-00{n:02d}" for n in range(1, 15)),
+    "00/15@x",
+    AWS_SECRET,
+    XAPP,
+    GOOGLE,
+    HUGGINGFACE,
+    GITLAB,
+    NPM,
+    SENDGRID,
+    TWILIO,
+    CLASSIC_GITHUB,
+    OWN_TOKEN,
+    "4111.1111.1111.1111",
+    "4111  1111  1111  1111",
+]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_shape_reaches_the_api_the_pages_exports_or_the_audit_after_retention(
+    drive, client, carol
+):
+    import json
+
+    from durableruns.engine import vault
+    from durableruns.engine.runs import start_run
+    from durableruns.models import AuditEvent, Run
+    from durableruns.services import audit, exports, retention
+
+    run, _ = start_run("t-echo-twice", {"value": CANARY}, run_id="canary-22")
+    finished = drive(run.id)
+    assert finished.status == Run.Status.SUCCEEDED, finished.error
+    # Exact replay: the executor gets the originals back.
+    assert vault.unseal(finished.secrets)["input"]["value"] == CANARY
+    audit.record(carol, "run.note", finished, after={"input": CANARY})
+    client.force_login(carol)
+    surfaces = {
+        "api": client.get(f"/api/runs/{run.id}/").content.decode(),
+        "html": client.get(f"/runs/{run.id}/").content.decode(),
+        "export": json.dumps(exports.export_run(finished)),
+        "audit": json.dumps(list(AuditEvent.objects.values_list("before", "after"))),
+    }
+    assert "canary-22" in surfaces["api"] and "canary-22" in surfaces["html"]
+    leaks = {where: [s for s in CANARY_SECRETS if s in text] for where, text in surfaces.items()}
+    assert leaks == {"api": [], "html": [], "export": [], "audit": []}
+
+    retention._redact([run.id])
+    after = list(AuditEvent.objects.filter(target_id=run.id).values_list("after", flat=True))
+    assert after and all(value in (None, retention.REDACTED_PAYLOAD) for value in after)
