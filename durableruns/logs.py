@@ -15,9 +15,13 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from urllib.parse import unquote_plus
+
+from .secret_text import redact_text
 
 current_run_id: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
 current_step_id: contextvars.ContextVar[str] = contextvars.ContextVar("step_id", default="")
@@ -49,9 +53,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            from .engine.redaction import redact_text
-
-            record.msg = redact_text(record.getMessage())
+            record.msg = self.redact_message(record.getMessage())
             record.args = None
             if record.exc_info and not record.exc_text:
                 record.exc_text = logging.Formatter().formatException(record.exc_info)
@@ -63,6 +65,28 @@ class RedactingFilter(logging.Filter):
             record.msg, record.args, record.exc_text = "[log message withheld]", None, None
             record.exc_info = None
         return True
+
+    def redact_message(self, message: str) -> str:
+        return redact_text(message)
+
+
+class RequestLineFilter(RedactingFilter):
+    """For gunicorn's access log: a request line is URL-encoded, so `password%3Dx` or
+    `the+password+is+x` hides from the redactor until decoded. A line with nothing
+    secret is kept as sent; one with a secret is written decoded and redacted, with
+    control characters escaped (a decoded %0A must not start a forged line)."""
+
+    def redact_message(self, message: str) -> str:
+        decoded = unquote_plus(message)
+        if decoded == message:
+            return redact_text(message)
+        redacted = redact_text(decoded)
+        if redacted == decoded:
+            return message
+        return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", redacted)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class JsonFormatter(logging.Formatter):
@@ -93,6 +117,6 @@ class GunicornLogger(_gunicorn_logger_base()):  # type: ignore[misc]
 
     def setup(self, cfg: object) -> None:
         super().setup(cfg)
-        for log in (self.error_log, self.access_log):
+        for log, kind in ((self.error_log, RedactingFilter), (self.access_log, RequestLineFilter)):
             if not any(isinstance(f, RedactingFilter) for f in log.filters):
-                log.addFilter(RedactingFilter())
+                log.addFilter(kind())

@@ -15,6 +15,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from durableruns.secret_text import BUILT_IN_KEYS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DURABLERUNS_VAR_DIR", BASE_DIR / "var"))
 
@@ -242,12 +244,7 @@ DURABLERUNS_IDEMPOTENCY_RETENTION = _env_float("DURABLERUNS_IDEMPOTENCY_RETENTIO
 DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL = _env_float("DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL", 3600)
 # An in-flight Idempotency-Key older than this is taken to be abandoned (its process died).
 DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT = _env_float("DURABLERUNS_IDEMPOTENCY_LOCK_TIMEOUT", 120)
-DURABLERUNS_REDACT_KEYS = _env_list(
-    "DURABLERUNS_REDACT_KEYS",
-    "password,passwd,passphrase,secret,api_key,apikey,token,access_token,refresh_token,"
-    "authorization,cookie,card_number,cvv,private_key,secret_key,secret_access_key,"
-    "client_secret",
-)
+DURABLERUNS_REDACT_KEYS = _env_list("DURABLERUNS_REDACT_KEYS", BUILT_IN_KEYS)
 # The demo's stand-in payment and email providers (durableruns/demo/urls.py), served
 # under /providers/ by the web process for the demo tools. Never in production
 # (settings_production.py): they are anonymous and would execute anyone's refund.
@@ -380,6 +377,11 @@ LOGGING = {
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
+            # The process's own stderr, not whatever sys.stderr is when LOGGING is
+            # applied: a graph module calling django.setup() in a Celery worker applies
+            # it again while Celery redirects sys.stderr into logging, and a handler
+            # writing into logging drops every line (LoggingProxy's recursion guard).
+            "stream": "ext://sys.__stderr__",
             "formatter": os.environ.get("DURABLERUNS_LOG_FORMAT", "plain"),
             "filters": ["run_context", "redact"],
         }

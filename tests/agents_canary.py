@@ -58,6 +58,29 @@ def shapes() -> dict:
         "dsn": f"postgres://app:{s['db_password']}@db.internal:5432/app",
         "pem": (f"-----BEGIN PRIVATE KEY-----\n{s['pem_body']}\n-----END PRIVATE KEY-----"),
         "jwt": f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.{s['jwt_signature']}",
+        **shapes_22(s),
+    }
+
+
+def shapes_22(s: dict[str, str]) -> dict:
+    """Every secret shape of issue 22."""
+    keys = {name[4:]: value for name, value in s.items() if name.startswith("key_")}
+    return {
+        "keys": keys,
+        "headers": [{"name": "Authorization", "value": s["pair_value"]}],
+        "said": f"the password is {s['said_password']}",
+        "said_multiword": f"password: correct horse {s['said_tail']} staple",
+        "multiline": {"password": s["multiline_password"]},
+        "aws": f"AWS secret key: {s['aws_context']}",
+        "github_classic": f"github token {s['github_classic']}",
+        "tokens": " ".join(
+            s[name]
+            for name in ("xapp", "google", "huggingface", "gitlab", "npm", "sendgrid", "twilio")
+        ),
+        "azure": f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={s['azure_key']};",
+        "url": f"postgres://app:{s['url_password']}@db.internal:5432/app",
+        "cards": f"on file: {s['card_dots']} and {s['card_spaces']}",
+        "own_token": f"Token {s['own_token']}",
     }
 
 

@@ -35,3 +35,13 @@ def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
     done = _lint_imports(tmp_path)
     assert done.returncode != 0
     assert "durableruns.engine.probe -> durableruns.tasks" in done.stdout
+
+
+def test_the_logs_importing_the_engine_breaks_the_contract(tmp_path):
+    shutil.copytree(ROOT / "durableruns", tmp_path / "durableruns")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    logs = tmp_path / "durableruns" / "logs.py"
+    logs.write_text(logs.read_text() + "\n\ndef _probe():\n    from .engine import store\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode != 0
+    assert "durableruns.logs -> durableruns.engine.store" in done.stdout

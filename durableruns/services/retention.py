@@ -23,10 +23,12 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from ..models import (
     Approval,
+    AuditEvent,
     Effect,
     LangGraphBlob,
     LangGraphCheckpoint,
@@ -193,12 +195,14 @@ def _lock_batch(policy: RetentionPolicy, batch_size: int, after: str) -> list[st
 
 
 def _delete(ids: list[str]) -> None:
+    _scrub_audit(ids)
     # Children forked from these runs keep existing; their parent link is cleared.
     Run.objects.filter(parent_id__in=ids).update(parent=None)
     Run.objects.filter(pk__in=ids).only("pk").delete()
 
 
 def _redact(ids: list[str]) -> None:
+    _scrub_audit(ids)
     payloads = [
         (Step, ("input", "result", "error")),
         (Effect, ("args", "result", "error", "note")),
@@ -215,6 +219,21 @@ def _redact(ids: list[str]) -> None:
         secrets="",
         **{name: _marker_if_set(Run, name) for name in ("input", "result", "error", "last_error")},
     )
+
+
+def _scrub_audit(ids: list[str]) -> None:
+    """The runs' audit trail (the run, its approvals and effects, as AuditEvent.for_run
+    reads it) keeps who did what and when, but not the data: an input, an edit or an
+    e-mail in `before`/`after` must not outlive the run. The audit trigger allows
+    exactly this change (migration 0014)."""
+    as_text = Cast("pk", models.CharField())
+    approvals = Approval.objects.filter(run_id__in=ids).values_list(as_text)
+    effects = Effect.objects.filter(run_id__in=ids).values_list(as_text)
+    AuditEvent.objects.filter(
+        Q(target_type="run", target_id__in=ids)
+        | Q(target_type="approval", target_id__in=approvals)
+        | Q(target_type="effect", target_id__in=effects)
+    ).update(before=_marker_if_set(AuditEvent, "before"), after=_marker_if_set(AuditEvent, "after"))
 
 
 def _shred_langgraph(ids: list[str]) -> None:

@@ -74,7 +74,49 @@ def _canary_values() -> dict[str, str]:
         "jwt_signature": _token(43),
         "query_key": _token(),
         "query_password": _token(),
+        "query_own_token": f"dr_{secrets.token_hex(6)}_{_token(43)}",  # any parameter
+        "query_encoded": _token(),  # as password%3D...
+        # Issue 22's shapes (tests/agents_canary.py: shapes()), through a tool and back.
+        **{f"key_{name}": _token() for name in KEY_NAMES_22},
+        "pair_value": _token(),
+        "said_password": _token(),
+        "said_tail": _token(),
+        "multiline_password": f"{_token()}\n{_token()}",
+        "aws_context": _token(40),
+        "github_classic": secrets.token_hex(20),
+        "xapp": f"xapp-1-A{random.randint(10**9, 10**10 - 1)}-{random.randint(10**12, 10**13 - 1)}"
+        f"-{secrets.token_hex(32)}",
+        "google": "AIza" + _token(35),
+        "huggingface": "hf_" + "".join(random.choices(string.ascii_letters, k=34)),
+        "gitlab": "glpat-" + _token(20),
+        "npm": "npm_" + _token(36),
+        "sendgrid": f"SG.{_token(22)}.{_token(43)}",
+        "twilio": "SK" + secrets.token_hex(16),
+        "azure_key": base64.b64encode(secrets.token_bytes(64)).decode(),
+        "url_password": f"{_token(8)}/{_token(8)}@{_token(8)}",
+        "card_dots": ".".join(_chunks(_luhn_card())),
+        "card_spaces": "  ".join(_chunks(_luhn_card())),
+        "own_token": f"dr_{secrets.token_hex(6)}_{_token(43)}",
     }
+
+
+KEY_NAMES_22 = (
+    "DBPassword",
+    "adminpassword",
+    "APIToken",
+    "PassWord",
+    "pwd",
+    "credentials",
+    "ssh_key",
+    "AccountKey",
+    "accessKey",
+    "auth",
+    "db-password",
+)
+
+
+def _chunks(card: str) -> list[str]:
+    return [card[i : i + 4] for i in range(0, len(card), 4)]
 
 
 def _free_port() -> int:
@@ -169,6 +211,8 @@ def _requests_with_secrets(base: str, canaries: dict[str, str]) -> None:
     key, password = canaries["query_key"], canaries["query_password"]
     query = f"api_key={key}&password={password}&page=2"
     httpx.get(f"{base}/healthz?{query}", timeout=10)
+    own, encoded = canaries["query_own_token"], canaries["query_encoded"]
+    httpx.get(f"{base}/healthz?whatever={own}&q=password%3D{encoded}", timeout=10)
     httpx.get(
         f"{base}/api/runs/?{query}",
         headers={"Referer": f"https://intranet.example/?api_key={key}"},

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durableruns.engine import redaction
+from durableruns import secret_text as redaction
 from durableruns.engine.keys import canonical_json
 from durableruns.engine.redaction import REDACTED, matches, redact, redact_text
 
