@@ -40,5 +40,5 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("durableruns", "0013_langgraph_write_path")]
+    dependencies = [("durableruns", "0014_run_tokens_cost")]
     operations = [migrations.RunPython(forward, backward)]
