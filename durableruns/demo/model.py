@@ -19,6 +19,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from ..validation import InvalidInput, parse_json
 from .models import ModelCall
 
 
@@ -112,9 +113,13 @@ def _record_call(request: HttpRequest) -> None:
 
 
 def _body(request: HttpRequest) -> dict[str, Any] | None:
+    """The request's JSON object, or None for anything a model API would refuse (a form
+    body, which the middleware has already read, is not a chat request)."""
+    if "json" not in request.content_type:
+        return None
     try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
+        body = parse_json(request.body or b"{}")
+    except InvalidInput:
         return None
     return body if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
 

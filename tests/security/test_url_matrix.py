@@ -144,6 +144,9 @@ EXPECTED: dict[str, Expect] = {
     # The demo's stand-in payment/email providers: an HTTP API for the demo tools,
     # authenticated by nobody (they are local stand-ins), exempt from CSRF.
     "provider-order": Expect("GET", PUBLIC, {"order_id": "A-1001"}),
+    # The scripted model (OpenAI- and Anthropic-shaped), for the demo's tool-calling agent.
+    "model-chat-completions": Expect("POST", _by_role(400, 400, 400, 400, 400), csrf=False),
+    "model-messages": Expect("POST", _by_role(400, 400, 400, 400, 400), csrf=False),
     "provider-search": Expect("GET", PUBLIC),
     "provider-dedupe": Expect(
         "POST", _by_role(400, 400, 400, 400, 400), {"provider": "payments"}, csrf=False
