@@ -121,9 +121,15 @@ TEMPLATES = [
 ]
 
 _sqlite_default = f"sqlite:///{VAR_DIR / 'durableruns.sqlite3'}"
+# Workers open a session per task (and the engine's liveness session); the web process
+# keeps its sessions between requests when DURABLERUNS_CONN_MAX_AGE is set (the web
+# command of the compose file and the image sets 60), checked before reuse, so a live
+# page's poll every second is not a new Postgres session each time.
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", _sqlite_default), conn_max_age=0
+        os.environ.get("DATABASE_URL", _sqlite_default),
+        conn_max_age=int(_env_float("DURABLERUNS_CONN_MAX_AGE", 0)),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):

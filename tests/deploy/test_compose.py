@@ -3,8 +3,11 @@ here, so the file is parsed and checked, not run)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 
 import yaml
 
@@ -97,3 +100,34 @@ def test_gunicorn_is_reachable_only_by_the_proxy_the_settings_count():
 def test_the_dockerfile_collects_static_files_with_throwaway_keys_only():
     step = (ROOT / "Dockerfile").read_text().split("collectstatic-only", 1)[1].split("\n\n")[0]
     assert "DURABLERUNS_ENCRYPTION_KEYS=$(" in step and "Fernet.generate_key()" in step
+
+
+def test_the_web_service_runs_threads_that_keep_their_sessions():
+    """Issue 27: sync workers queued decisions behind polls, and every request opened a
+    Postgres session. The image and the compose file start the same threaded command."""
+    compose = (ROOT / "docker-compose.yml").read_text()
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for text in (compose, dockerfile):
+        assert '"--worker-class", "gthread", "--threads", "8"' in text
+        assert '"--env", "DURABLERUNS_CONN_MAX_AGE=60"' in text
+
+
+def test_the_session_age_setting_reaches_the_database_settings():
+    code = (
+        "from django.conf import settings; d = settings.DATABASES['default'];"
+        "print(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'])"
+    )
+    env = {
+        **os.environ,
+        "DURABLERUNS_CONN_MAX_AGE": "60",
+        "DJANGO_SETTINGS_MODULE": "durableruns.settings",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == ["60", "True"]
