@@ -86,6 +86,8 @@ API_ACTIONS = {
 # redaction-rule-preview changes nothing: it only reads recent runs (a POST because
 # it carries the rule being typed, which may be a secret-looking pattern).
 EXEMPT = {"logout", "provider-dedupe", "provider-execute", "redaction-rule-preview"}
+# The demo's scripted model API: a stand-in provider, recording its calls like the others.
+EXEMPT |= {"model-chat-completions", "model-messages"}
 # Audited, but it needs a real LangGraph thread: tests/langgraph/test_pages.py checks it.
 EXEMPT |= {"langgraph-fork"}
 POST_URLS = [name for name in KNOWN if EXPECTED[name].method == "POST"]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import yaml
+from cryptography.fernet import Fernet
 from django.db import connection
 
 from tests.conftest import ROOT
@@ -46,6 +47,8 @@ def _probe(static_root: str) -> tuple[dict, str]:
         **{k: v for k, v in os.environ.items() if not k.startswith("DURABLERUNS_")},
         **_compose_environment(),
         "SECRET_KEY": secrets.token_urlsafe(60),
+        # Production refuses to start without its own keys (the compose file requires them).
+        "DURABLERUNS_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "REDIS_URL": os.environ.get("REDIS_URL", ""),
         "STATIC_ROOT": static_root,  # the error pages need the collected manifest
