@@ -247,3 +247,26 @@ def _fresh_shared_cache() -> Iterator[None]:
     clear()
     yield
     clear()
+
+
+@pytest.fixture
+def leader_tick(monkeypatch) -> Callable[[], None]:
+    """One tick of a worker's sweep leader, with the jobs a worker gives it
+    (tasks.periodic_jobs); the jobs' tasks run in this process (Celery eager), so a
+    test sees what the leader's schedule actually did."""
+    from durableruns.celery import app
+    from durableruns.services.sweeper import LEADER_LOCK, SweepLeader
+    from durableruns.tasks import periodic_jobs
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    monkeypatch.setitem(app.conf, "task_eager_propagates", True)
+    leader = SweepLeader(periodic_jobs())
+
+    def tick() -> None:
+        leader._tick()
+        assert leader.leading, "another session holds the sweep leader's lock"
+
+    yield tick
+    if leader.leading:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(LEADER_LOCK))

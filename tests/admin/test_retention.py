@@ -8,7 +8,7 @@ from django.core.management import call_command
 
 from durableruns.models import AuditEvent, Effect, RetentionPolicy, RetentionSweep, Run, Step
 from durableruns.services import retention
-from tests.admin.factories import mixed_runs
+from tests.admin.factories import make_run, mixed_runs
 
 pytestmark = pytest.mark.django_db
 
@@ -142,8 +142,15 @@ def test_its_beat_task_applies_the_policies():
     assert RetentionSweep.objects.get().triggered_by == "beat"
 
 
-def test_the_sweep_leader_schedules_retention(settings):
+def test_the_sweep_leader_applies_retention_on_its_schedule(settings, leader_tick):
     from durableruns import tasks
 
     schedule = {job.__self__.name: interval for interval, job in tasks.periodic_jobs()}
     assert schedule["durableruns.apply_retention"] == settings.DURABLERUNS_RETENTION_INTERVAL
+    make_run("old", Run.Status.SUCCEEDED)
+    _policy("delete")
+
+    leader_tick()
+
+    assert not Run.objects.filter(pk="old").exists()
+    assert RetentionSweep.objects.get().triggered_by == "beat"

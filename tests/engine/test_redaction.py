@@ -33,6 +33,8 @@ BASIC = "dXNlcjpjb3JyZWN0LWhvcnNlLWJhdHRlcnk="
         ({"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG"}, "wJalrXUtnFEMI/K7MDENG"),
         ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI/K7MDENG"),
         ({"charge": {"card": 4111111111111111}}, "4111111111111111"),
+        ("paid with 4111111111111111 today", "4111111111111111"),
+        ({"note": "card 5555 5555 5555 4444 on file"}, "5555 5555 5555 4444"),
         (f"Authorization: Basic {BASIC}", BASIC),
         ({"headers": {"Authorization": f"Basic {BASIC}"}}, BASIC),
         ("password = 'correct horse battery staple'", "horse battery staple"),

@@ -271,12 +271,16 @@ def test_it_treats_an_expired_key_as_new_even_before_the_prune(client, settings)
 
 
 @pytest.mark.django_db
-def test_it_prunes_periodically_from_the_sweep_leader(client, settings):
+def test_it_prunes_periodically_from_the_sweep_leader(client, settings, leader_tick):
     schedule = {job.__self__.name: interval for interval, job in tasks.periodic_jobs()}
     assert schedule["durableruns.prune_idempotency_records"] == (
         settings.DURABLERUNS_IDEMPOTENCY_PRUNE_INTERVAL
     )
-    key = _key()
-    _post(client, "/test/charge", {"amount": 5}, key)
-    _age(key, timedelta(days=8))
-    assert tasks.prune_idempotency_records() == 1
+    old, recent = _key(), _key()
+    _post(client, "/test/charge", {"amount": 5}, old)
+    _post(client, "/test/charge", {"amount": 5}, recent)
+    _age(old, timedelta(days=8))
+
+    leader_tick()
+
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == [recent]
