@@ -67,7 +67,10 @@ def test_a_decision_resumes_the_graph_with_the_decision(registered, alice):
 def test_two_interrupts_wait_for_both_decisions(settings, alice):
     settings.DURABLERUNS_LANGGRAPH_GRAPHS = ["fan=tests.langgraph.test_inbox:fan_graph"]
     fan_graph().invoke({"seen": []}, _config("two"))
-    first, second = Approval.objects.filter(run_id=run_id_for("two")).order_by("position")
+    # The branches run in parallel: which one asked first is not fixed, so find each
+    # branch's approval by its payload.
+    by_branch = {a.payload["branch"]: a for a in Approval.objects.filter(run_id=run_id_for("two"))}
+    first, second = by_branch["b0"], by_branch["b1"]
 
     approval_service.decide(first, "approve", user=alice)
     assert resume_thread(run_id_for("two")) == "waiting for decisions"
