@@ -588,16 +588,7 @@ class _EffectCall:
         if self.run.sandbox:
             return self._sandboxed(existing)
         if existing is None:
-            with _value_errors_located(_where(self.position, self.request)):
-                store.start_effect(
-                    self.lease,
-                    position=self.position,
-                    key=self.key,
-                    tool=self.tool.name,
-                    tool_kind=self.tool.kind,
-                    fingerprint=self.request.fingerprint,
-                    args=self.args,
-                )
+            self._start()
         else:
             known = self._recover(existing)
             if known is not _CALL_AGAIN:
@@ -606,9 +597,10 @@ class _EffectCall:
         crashpoints.crash_point(crashpoints.AFTER_EFFECT_STARTED, self.run.id, self.position)
         return self._call()
 
-    def _sandboxed(self, existing: Effect | None) -> Any:
-        """A sandboxed run records the call it would make, and does not make it."""
-        if existing is None:
+    def _start(self) -> None:
+        """The effect row, recorded before the call; a value that cannot be stored is
+        reported with its step and tool."""
+        with _value_errors_located(_where(self.position, self.request)):
             store.start_effect(
                 self.lease,
                 position=self.position,
@@ -618,6 +610,11 @@ class _EffectCall:
                 fingerprint=self.request.fingerprint,
                 args=self.args,
             )
+
+    def _sandboxed(self, existing: Effect | None) -> Any:
+        """A sandboxed run records the call it would make, and does not make it."""
+        if existing is None:
+            self._start()
         if self.tool.sandbox_fn is not None:
             value = self.tool.sandbox_fn(**self.args, idempotency_key=self.key)
         else:
