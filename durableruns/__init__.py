@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from .engine.errors import (
     AmbiguousOutcome,
     BudgetExceeded,
+    ChildRunCancelled,
+    ChildRunFailed,
     DurableRunsError,
     ModelRecoverableError,
     NonDeterminismError,
@@ -42,6 +44,8 @@ __all__ = [
     "UNSAFE_WRITE",
     "AmbiguousOutcome",
     "BudgetExceeded",
+    "ChildRunCancelled",
+    "ChildRunFailed",
     "DurableRunsError",
     "ModelRecoverableError",
     "NonDeterminismError",

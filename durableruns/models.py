@@ -19,6 +19,8 @@ class Run(models.Model):
         RUNNING = "running"
         WAITING = "waiting"
         AWAITING_APPROVAL = "awaiting_approval"
+        # Waiting for its child runs to finish (engine/children.py): no lease, no worker.
+        AWAITING_CHILD = "awaiting_child"
         ESCALATED = "escalated"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
@@ -42,6 +44,9 @@ class Run(models.Model):
     secrets = models.TextField(blank=True, db_default="")
     max_steps = models.PositiveIntegerField()
     max_duration_seconds = models.FloatField()
+    # Seconds spent handed back, waiting for a worker that has the run's agent version
+    # (engine/handback.py): not the run's working time, so outside max_duration.
+    handed_back_seconds = models.FloatField(default=0.0, db_default=0.0)
     steps_used = models.PositiveIntegerField(default=0)
     # The lease: who may execute the run, until when (database time), and the
     # fence every step and effect write is conditional on (invariant 6).
@@ -66,6 +71,12 @@ class Run(models.Model):
     redacted_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
     fork_position = models.PositiveIntegerField(null=True, blank=True)
+    # A child run (engine/children.py): the run that started it, and the position of
+    # the step there that waits for it. Distinct from `parent`, a fork's origin.
+    parent_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    parent_position = models.PositiveIntegerField(null=True, blank=True)
     # A sandboxed run (a fork made to try something) never calls write tools; its
     # ledger records what they would have been called with.
     sandbox = models.BooleanField(default=False, db_default=False)
@@ -85,6 +96,15 @@ class Run(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+    # The others, spelled out: `status IN (...)` is read from the status index, where
+    # `NOT status IN TERMINAL` scans the table.
+    NOT_TERMINAL = (
+        Status.QUEUED,
+        Status.RUNNING,
+        Status.WAITING,
+        Status.AWAITING_APPROVAL,
+        Status.ESCALATED,
+    )
     EXECUTABLE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 
     class Meta:
@@ -173,6 +193,7 @@ class Step(models.Model):
         COMPUTE = "compute"
         APPROVAL = "approval"
         SLEEP = "sleep"
+        CHILD = "child"
 
     # No index of its own: step_run_position leads with the run and serves every lookup
     # by run, and each index is written on every checkpoint (0012 dropped two).
@@ -199,6 +220,9 @@ class Step(models.Model):
     # lease owner; 0 and "" for steps copied into a fork or imported.
     lease_number = models.PositiveIntegerField(default=0, db_default=0)
     executed_by = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # A branch of run.parallel/run.map (engine/parallel.py): the position of its
+    # fan-out's first branch; null for a step agent code called on its own.
+    fan_out = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -229,9 +253,10 @@ class Effect(models.Model):
         SANDBOXED = "sandboxed"  # a write a sandboxed run did not make
 
     class Resolution(models.TextChoices):
-        HAPPENED = "happened"
-        NOT_HAPPENED = "not_happened"
-        ABORTED = "aborted"
+        # Read after the effect's state, e.g. "Succeeded (resolved: it had not happened)".
+        HAPPENED = "happened", "resolved: it had happened"
+        NOT_HAPPENED = "not_happened", "resolved: it had not happened"
+        ABORTED = "aborted", "resolved: run aborted"
 
     # Indexed by effect_run_position, which leads with the run (as Step.run).
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects", db_index=False)
@@ -302,11 +327,21 @@ class AuditEventQuerySet(models.QuerySet):
         as_text = {"key": Cast("pk", models.CharField())}
         approvals = Approval.objects.filter(run_id=run.pk).values(**as_text)
         effects = Effect.objects.filter(run_id=run.pk).values(**as_text)
-        return self.filter(
+        trail = (
             Q(target_type="run", target_id=str(run.pk))
             | Q(target_type="approval", target_id__in=approvals)
             | Q(target_type="effect", target_id__in=effects)
-        ).order_by("created_at", "pk")
+        )
+        if run.parent_id:
+            # The fork that made this run is recorded on its parent; it is this run's
+            # first human action too.
+            trail |= Q(
+                target_type="run",
+                target_id=str(run.parent_id),
+                action="run.fork",
+                after__fork=str(run.pk),
+            )
+        return self.filter(trail).order_by("created_at", "pk")
 
 
 class AuditEvent(models.Model):
@@ -360,12 +395,15 @@ class Approval(models.Model):
         # Closed because its run was cancelled: nobody decided anything.
         CLOSED = "closed"
         RESPONDED = "responded"
+        # Dismissed without a decision (Agent Inbox's "ignore"): nothing approved.
+        IGNORED = "ignored"
 
     class Decision(models.TextChoices):
         APPROVE = "approve"
         REJECT = "reject"
         EDIT = "edit", "edit and approve"
         RESPOND = "respond", "answered"
+        IGNORE = "ignore", "ignored"
         EXPIRE = "expire", "expired"
 
     # What a retention policy's redact action blanks (see durableruns/retention.py).
@@ -423,6 +461,20 @@ class Approval(models.Model):
             models.Index(
                 fields=["created_at"], name="approval_pending", condition=Q(state="pending")
             ),
+            # The inbox at 10,000 pending: its newest pending approval, those newer than a
+            # page's (the poll), and the count, read without the table (run id included).
+            models.Index(
+                fields=["id"],
+                include=["run"],
+                name="approval_pending_id",
+                condition=Q(state="pending"),
+            ),
+            # The inbox history (newest decision first) and the poll's newest decision.
+            models.Index(
+                fields=["-decided_at", "-id"],
+                name="approval_decided",
+                condition=~Q(state="pending"),
+            ),
             models.Index(
                 fields=["expires_at"],
                 name="approval_expiring",
@@ -441,9 +493,23 @@ class Approval(models.Model):
         return self.state == self.State.PENDING
 
     @property
+    def decided_as(self) -> str:
+        """A person's decision in words ("Approved", "Ignored", …)."""
+        return DECIDED_AS.get(self.decision, "Rejected")
+
+    @property
     def final_payload(self) -> object:
         """What the agent receives: the edit if there was one, else what was shown."""
         return self.edited_payload if self.decision == self.Decision.EDIT else self.payload
+
+
+DECIDED_AS = {
+    Approval.Decision.APPROVE: "Approved",
+    Approval.Decision.EDIT: "Edited and approved",
+    Approval.Decision.REJECT: "Rejected",
+    Approval.Decision.RESPOND: "Answered",
+    Approval.Decision.IGNORE: "Ignored",
+}
 
 
 # --- Admin: retention, redaction rules, legal hold (issue 6) -------------------

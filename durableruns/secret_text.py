@@ -86,6 +86,23 @@ CONTEXT_PATTERNS: list[str] = [
     r"(?i)(github.{0,20}?[\s'\"=:]\s*)[0-9a-f]{40}\b",
     r"(?i)(AccountKey=)[a-zA-Z0-9+/=]{20,}",
 ]
+# A bare AWS secret key (40 base64 characters) is told from a digest by the access key
+# id beside it: within 100 characters after or before one, a run of exactly 40 is the
+# secret (the credentials CSV, `id:secret`, prose). Only the two are redacted, the words
+# between are kept. They run before VALUE_PATTERNS, which redact the id itself.
+_AWS_ID = r"\b(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}\b"
+_B64 = "[0-9A-Za-z/+]"
+_NOT_B64 = "[^0-9A-Za-z/+=]"
+AWS_PAIR_PATTERNS: list[tuple[str, bytes]] = [
+    (
+        rf"(?s)({_AWS_ID}(?:.{{0,100}}?{_NOT_B64})?){_B64}{{40}}({_NOT_B64}|\z)",
+        rb"\1" + REDACTED.encode() + rb"\2",
+    ),
+    (
+        rf"(?s)(\A|{_NOT_B64}){_B64}{{40}}((?:{_NOT_B64}.{{0,100}}?)?{_AWS_ID})",
+        rb"\1" + REDACTED.encode() + rb"\2",
+    ),
+]
 # The password of scheme://user:password@host keeps everything but the password, which
 # may hold any character but space and quotes (`/` and `@` included: up to the last @).
 URL_PASSWORD = r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\"'<>]*:)[^\s\"'<>]+@"  # noqa: S105
@@ -398,6 +415,8 @@ def _redact_text(text: str, rules: Rules) -> str:
     data = text.encode("utf-8", "surrogatepass")
     if not rules.any_hit.search(data):
         return text  # the common case: one linear scan, no copy
+    for pattern, replacement in _AWS_PAIRS:
+        data = pattern.sub(replacement, data)
     for pattern in rules.patterns:
         data = pattern.sub(_REDACTED, data)
     data = _URL_PASSWORD.sub(rb"\1" + _REDACTED + b"@", data)
@@ -410,6 +429,7 @@ def _redact_text(text: str, rules: Rules) -> str:
 
 _REDACTED = REDACTED.encode()
 _URL_PASSWORD = re2.compile(URL_PASSWORD.encode(), _OPTIONS)
+_AWS_PAIRS = [(re2.compile(p.encode(), _OPTIONS), r) for p, r in AWS_PAIR_PATTERNS]
 # Python's engine here, on purpose: the candidate has no unbounded repetition (at most
 # 37 characters from any start), so it is linear too, and the Luhn check needs a
 # callback per candidate, which costs less in `re` than through google-re2's wrapper.

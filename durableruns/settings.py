@@ -93,6 +93,9 @@ MIDDLEWARE = [
     # Malformed input (NUL, lone surrogates, huge text, deep JSON) is refused here,
     # with a 400, before any session, view or serializer sees it.
     "durableruns.validation.InputValidationMiddleware",
+    # Before the session: counts the requests this process serves and, when busy,
+    # answers live polls without touching the database (web/backoff.py).
+    "durableruns.web.backoff.PollBackoffMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -121,10 +124,14 @@ TEMPLATES = [
 ]
 
 _sqlite_default = f"sqlite:///{VAR_DIR / 'durableruns.sqlite3'}"
-# Workers open a session per task (and the engine's liveness session); the web process
-# keeps its sessions between requests when DURABLERUNS_CONN_MAX_AGE is set (the web
-# command of the compose file and the image sets 60), checked before reuse, so a live
-# page's poll every second is not a new Postgres session each time.
+# Workers take their sessions from a pool of DURABLERUNS_DB_POOL_SIZE (Postgres only, set
+# by the compose file's worker): hundreds of runs in flight in one thread-pool worker share
+# it, and a run waiting on a model or a tool holds none (invariant 17); each worker process
+# adds one liveness session and one for its sweeper thread. The web process keeps its
+# sessions between requests when DURABLERUNS_CONN_MAX_AGE is set (the web command of the
+# compose file and the image sets 60), checked before reuse, so a live page's poll every
+# second is not a new Postgres session each time. Django's pool and persistent
+# connections exclude each other: a process sets one or the other.
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", _sqlite_default),
@@ -132,7 +139,25 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+DB_POOL_SIZE = int(_env_float("DURABLERUNS_DB_POOL_SIZE", 0))
+if DB_POOL_SIZE and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    if DATABASES["default"]["CONN_MAX_AGE"]:
+        raise ImproperlyConfigured(
+            "DURABLERUNS_DB_POOL_SIZE and DURABLERUNS_CONN_MAX_AGE exclude each other: "
+            "set the pool for workers, persistent connections for the web process"
+        )
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DB_POOL_SIZE,
+        # A thread that waits longer than this for a session fails its statement, and
+        # the engine hands the run back (StoreUnavailable): the pool is too small.
+        "timeout": _env_float("DURABLERUNS_DB_POOL_TIMEOUT", 30),
+    }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Covering indexes (INCLUDE) are a Postgres speed-up; SQLite builds the index
+    # without the extra columns, which is fine for the embedded demo, so Django's
+    # warning about it would only be noise on every command.
+    SILENCED_SYSTEM_CHECKS = ["models.W040"]
     VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default must just work
     # WAL lets the web process read while a worker writes; IMMEDIATE avoids
     # deadlocking upgrades from read to write locks between processes.
@@ -179,7 +204,15 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
     _broker_dir = VAR_DIR / "broker"
-    CELERY_BROKER_URL = "filesystem://"
+    # Every command of the embedded default may ring a doorbell, so the folders must
+    # exist before the first one does (kombu lists them and does not create them).
+    for _folder in (_broker_dir / "processed", _broker_dir / "control"):
+        _folder.mkdir(parents=True, exist_ok=True)
+    # The host is ignored by this transport, but without one kombu warns on every use.
+    CELERY_BROKER_URL = "filesystem://localhost/"
+    # kombu's transport with atomic writes: its own lets a worker read a half-written
+    # message and die (durableruns/broker.py).
+    CELERY_BROKER_TRANSPORT = "durableruns.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
@@ -211,6 +244,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- durableruns engine defaults (all overridable from the environment) -----
 DURABLERUNS_AGENT_MODULES = _env_list("DURABLERUNS_AGENT_MODULES", "durableruns.demo.agents")
+# A web process serving this many other requests at once (the documented gunicorn runs
+# 8 threads a process) sheds live polls and tells pages to wait this long between them.
+DURABLERUNS_POLL_BUSY_AT = int(_env_float("DURABLERUNS_POLL_BUSY_AT", 6))
+DURABLERUNS_POLL_BACKOFF_SECONDS = _env_float("DURABLERUNS_POLL_BACKOFF_SECONDS", 5.0)
 DURABLERUNS_LEASE_TTL = _env_float("DURABLERUNS_LEASE_TTL", 30.0)
 # durableruns.langgraph: the compiled graphs a worker resumes after a reviewer's
 # decision, as "name=module:attribute" (a compiled graph, or a function returning one).
@@ -220,7 +257,7 @@ DURABLERUNS_LANGGRAPH_GRAPHS = _env_list("DURABLERUNS_LANGGRAPH_GRAPHS", "")
 # Interrupt, Command). A value naming any other class is refused, never imported.
 DURABLERUNS_LANGGRAPH_ALLOWED_TYPES = _env_list("DURABLERUNS_LANGGRAPH_ALLOWED_TYPES", "")
 # The lease of a worker resuming a thread, renewed by its heartbeat (and by every
-# checkpoint): the fallback for a hung worker, whose session still holds the run's lock.
+# checkpoint): the fallback for a hung worker, whose session still holds its process's lock.
 DURABLERUNS_LANGGRAPH_LEASE_TTL = _env_float("DURABLERUNS_LANGGRAPH_LEASE_TTL", 300.0)
 # A run whose agent, agent version or graph this worker lacks (a rolling deploy) waits
 # this long for a worker that has it before it is tried again (engine/handback.py).
@@ -228,7 +265,8 @@ DURABLERUNS_HANDBACK_DELAY = _env_float("DURABLERUNS_HANDBACK_DELAY", 30.0)
 DURABLERUNS_SWEEP_INTERVAL = _env_float("DURABLERUNS_SWEEP_INTERVAL", 5.0)
 DURABLERUNS_REDELIVER_AFTER = _env_float("DURABLERUNS_REDELIVER_AFTER", 30.0)
 # A dead executor is noticed through its Postgres session closing (a session advisory
-# lock per running run), checked this often by the sweep leader; the lease TTL stays the
+# lock per worker process, covering all its runs: engine/liveness.py), checked this
+# often by the sweep leader; the lease TTL stays the
 # fallback for hangs and partitions. Turn it off behind a transaction-mode pooler
 # (PgBouncer pool_mode=transaction), where session advisory locks do not work.
 DURABLERUNS_DEAD_OWNER_DETECTION = _env_bool("DURABLERUNS_DEAD_OWNER_DETECTION", True)
@@ -239,6 +277,9 @@ DURABLERUNS_SWEEPER_IN_WORKERS = _env_bool("DURABLERUNS_SWEEPER_IN_WORKERS", Tru
 DURABLERUNS_SWEEP_STALE_AFTER = _env_float("DURABLERUNS_SWEEP_STALE_AFTER", 3)
 DURABLERUNS_MAX_TASK_SECONDS = _env_float("DURABLERUNS_MAX_TASK_SECONDS", 300.0)
 DURABLERUNS_RETRY_MAX_ATTEMPTS = int(os.environ.get("DURABLERUNS_RETRY_MAX_ATTEMPTS", 5))
+# Branches of one run.parallel/run.map executed at once (each holds a thread and, while
+# it executes, a database session); the rest queue behind them in submission order.
+DURABLERUNS_MAX_PARALLEL_BRANCHES = int(os.environ.get("DURABLERUNS_MAX_PARALLEL_BRANCHES", 8))
 DURABLERUNS_RETRY_BASE_DELAY = _env_float("DURABLERUNS_RETRY_BASE_DELAY", 1.0)
 DURABLERUNS_RETRY_MAX_DELAY = _env_float("DURABLERUNS_RETRY_MAX_DELAY", 300.0)
 DURABLERUNS_DEFAULT_MAX_STEPS = int(os.environ.get("DURABLERUNS_DEFAULT_MAX_STEPS", 100))

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from . import idempotency
 from .celery import app
-from .engine import executor
+from .engine import executor, liveness
 from .models import Run
 from .services import retention, sweeper
 
@@ -87,3 +87,4 @@ def _sweep_in_worker(sender: object = None, **kwargs: object) -> None:
 @worker_shutdown.connect
 def _stop_sweeper(**kwargs: object) -> None:
     sweeper.stop_leader()
+    liveness.close()  # after the pool finished its tasks: no lease is held any more

@@ -24,10 +24,12 @@ from django.utils import timezone
 from .. import logs, metrics
 from ..models import CHECKPOINT_SCHEMA_VERSION, Approval, Effect, Step
 from ..models import Run as RunRecord
-from . import crashpoints, gates, llm, store, toolcalls
+from . import children as child_runs
+from . import crashpoints, gates, llm, parallel, store, toolcalls
 from .checkpoints import migrate
 from .errors import (
     BudgetExceeded,
+    DurableRunsError,
     NonDeterminismError,
     PayloadTooLarge,
     SerializationError,
@@ -102,23 +104,38 @@ class Run:
         # Loaded Step rows, then RecordedSteps as this executor commits new ones.
         self._history: dict[int, Recorded] = dict(history)
         # Summed once here and kept up to date in committed(): before_new_step() asks
-        # on every step, and summing the history each time made a run quadratic.
-        self._waited = _waited(history.values())
+        # on every step, and summing the history each time made a run quadratic. Waits
+        # for a worker that has the agent (hand-backs) are not in any step.
+        handed_back = getattr(record, "handed_back_seconds", 0.0)
+        self._waited = waited_seconds(history.values()) + handed_back
         self._effects = effects
         self._max_steps = max_steps
         self._max_duration = max_duration
         self._position = 0
         self._thread = threading.get_ident()
         self._misuse: WrongThread | None = None
+        self.branches = parallel.Branches()
         self._task_started = time.monotonic()
         self.executed = 0
         self.replayed = 0
         # Absolute totals from every committed step, so any pass can write them again.
         self.spend = llm.Spend.of(history.values())
 
+    # A dry replay (engine/replay.py) replays a fan-out's branches one by one instead.
+    executes_concurrently = True
+
     @property
     def position(self) -> int:
         return self._position
+
+    @property
+    def max_steps(self) -> int:
+        return self._max_steps
+
+    @property
+    def fence(self) -> int:
+        """This execution's lease number (a later execution has a higher one)."""
+        return self._lease.fence
 
     # --- The agent-author API ---------------------------------------------------
 
@@ -149,8 +166,9 @@ class Run:
                 position, request, lambda: self._complete(name, messages, params, key), raw=True
             )
             if recorded.error is None:
-                self.spend.add(llm.Reply.from_record(recorded.result))
-                store.record_spend(self._lease, self.spend.fields())
+                with self.branches.lock:  # parallel branches add to the same totals
+                    self.spend.add(llm.Reply.from_record(recorded.result))
+                    store.record_spend(self._lease, self.spend.fields())
         return llm.Reply.from_record(self._replay(recorded))
 
     def call_tools(
@@ -160,20 +178,48 @@ class Run:
         *,
         messages: list[dict[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
-        """Run each tool call of `reply` through `run.call` and return the messages that
-        give the model the results: the assistant message, then one result per call in
-        the reply's order, in the reply's shape (OpenAI `tool` messages, or an Anthropic
-        `tool_result` user message). With `messages`, they are also appended to it.
+        """Run the tool calls of `reply` concurrently, each through `run.call` as a branch
+        of one fan-out (see `parallel`), and return the messages that give the model the
+        results: the assistant message, then one result per call in the reply's order,
+        whichever finished first, in the reply's shape (OpenAI `tool` messages, or an
+        Anthropic `tool_result` user message). With `messages`, they are also appended.
 
         A call to a tool not in `tools`, with invalid JSON or bad arguments, or that
         raises dr.ModelRecoverableError becomes an error result for the model to read.
-        Calls run one after the other today; the order of the results never depends on
-        the order they ran in, so they may run concurrently later.
         """
         added = toolcalls.call_tools(self, reply, tools)
         if messages is not None:
             messages.extend(added)
         return added
+
+    def parallel(
+        self,
+        branches: Iterable[Callable[[], Any] | tuple[Any, ...]],
+        *,
+        return_exceptions: bool = False,
+    ) -> list[Any]:
+        """Run the branches concurrently and return their values in submission order.
+
+        Each branch is a callable (or `(fn, *args)`) that makes exactly one `run.*`
+        call, e.g. `lambda: run.call(lookup_order, order_id=o)`: it is its own step,
+        at the position its place in `branches` gives it (never its completion order),
+        committed as it completes. On resume only the branches without a recorded
+        step execute again. Every branch settles before this returns or raises: the
+        first error in submission order is raised (or, with `return_exceptions`, each
+        error is returned in its branch's place); a branch waiting on an approval or a
+        retry suspends the run once the others have settled. Each branch counts
+        against max_steps. Details in engine/parallel.py.
+        """
+        return parallel.fan_out(self, branches, return_exceptions=return_exceptions)
+
+    def map(
+        self, tool: Tool, items: Iterable[Mapping[str, Any]], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """`run.call(tool, **item)` for each item, concurrently: `run.parallel` of them."""
+        if not isinstance(tool, Tool):
+            raise UsageError(f"run.map() takes a @dr.tool, not {tool!r}")
+        calls = [lambda item=item: self.call(tool, **item) for item in items]
+        return self.parallel(calls, return_exceptions=return_exceptions)
 
     def call(self, tool: Tool, /, **args: Any) -> Any:
         """Call a registered tool with a deterministic idempotency key."""
@@ -242,6 +288,77 @@ class Run:
             recorded = self._await_decision(position, request, gate)
         return gates.Decision.from_outcome(self._replay(recorded))
 
+    def child(self, agent: Any, input: dict[str, Any], *, version: str | None = None) -> Any:
+        """Start `agent` (a @dr.agent function or its name) as a durable child run with
+        `input`, wait for it holding no worker, and return its result. A child that
+        fails raises dr.ChildRunFailed here (dr.ChildRunCancelled if it was cancelled).
+        The child's id comes from this run's id and the step's position, so a replay
+        finds the same child and never starts a second one (engine/children.py)."""
+        return self._children([(agent, input, version)], return_exceptions=False)[0]
+
+    def children(
+        self, specs: Iterable[tuple[Any, dict[str, Any]]], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Start one child run per (agent, input), all at once, wait until every one has
+        finished, and return their results in the order given. The first failure (in
+        that order) is raised, unless `return_exceptions`, which puts each failure in
+        its child's place instead. Each child is a step of its own."""
+        return self._children([(a, i, None) for a, i in specs], return_exceptions)
+
+    def _children(
+        self, specs: list[tuple[Any, Any, str | None]], return_exceptions: bool
+    ) -> list[Any]:
+        slots = []
+        for agent, run_input, version in specs:
+            name, wanted = child_runs.describe(agent, run_input, version)
+            where = f"step {self._position} (child {name!r})"
+            with _value_errors_located(where, "its input is "):
+                request = StepRequest(Kind.CHILD, name, "", fingerprint(wanted), wanted)
+            slots.append((*self._next(request), request))
+        if any(recorded is None for _, recorded, _ in slots):
+            # A fan-out over the budget starts none: no child runs on for a failed parent.
+            self._check_step_budget(slots[-1][0])
+        # Every child starts before any is waited for, so they run at the same time.
+        found = {
+            position: self._start_child(position, request)
+            for position, recorded, request in slots
+            if recorded is None
+        }
+        unfinished = [child.id for child in found.values() if not child.is_terminal]
+        if unfinished:
+            raise Suspend(
+                RunRecord.Status.AWAITING_CHILD,
+                reason=f"awaiting child run(s) {', '.join(unfinished)}",
+            )
+        results = []
+        for position, recorded, request in slots:
+            if recorded is None:
+                recorded = self._commit_child(position, request, found[position])
+            try:
+                results.append(self._replay(recorded))
+            except DurableRunsError as exc:
+                if not return_exceptions:
+                    raise
+                results.append(exc)
+        return results
+
+    def _start_child(self, position: int, request: StepRequest) -> RunRecord:
+        child = child_runs.existing(self._record, position, request.input)
+        if child is None:
+            # Only the first time: a resumed pass must not charge the wait to the budget.
+            self.before_new_step(position)
+            child = child_runs.start(self._lease, self._record, position, request.input)
+        return child
+
+    def _commit_child(self, position: int, request: StepRequest, child: RunRecord) -> Recorded:
+        self._lease.ensure_held()
+        result, error = child_runs.outcome(child)
+        outcome = self.outcome(position, request, result, error, 1, child.created_at)
+        outcome.finished_at = child.finished_at or timezone.now()
+        with _value_errors_located(_where(position, request)):
+            store.commit_step(self._lease, outcome)
+        return self.committed(outcome, raw=True)
+
     def _await_decision(self, position: int, request: StepRequest, gate: gates.Gate) -> Recorded:
         approval = Approval.objects.filter(run_id=self.id, position=position).first()
         if approval is None:
@@ -274,6 +391,7 @@ class Run:
             attempts=1,
             started_at=approval.created_at,
             finished_at=approval.decided_at or timezone.now(),
+            fan_out=self.branches.fan_out_of.get(position),
         )
         store.commit_step(self._lease, outcome)
         return self.committed(outcome, raw=True)
@@ -281,15 +399,28 @@ class Run:
     # --- Replay ----------------------------------------------------------------
 
     def _next(self, request: StepRequest) -> tuple[int, Recorded | None]:
-        self._check_thread(request)
-        position = self._position
-        self._position += 1
+        branch = self.branches.current()
+        if branch is not None:
+            position = branch.claim(request)  # given when its fan-out was submitted
+        else:
+            position = self.reserve_positions(1, request)
         recorded = self._history.get(position)
         if recorded is not None:
             _check_same_step(position, recorded, request)
-            self.replayed += 1
-            metrics.count_step(request.kind, "replayed")
+            with self.branches.lock:
+                self.replayed += 1
+                metrics.count_step(request.kind, "replayed")
         return position, recorded
+
+    def reserve_positions(self, count: int, request: StepRequest | None = None) -> int:
+        """The next `count` positions, in the agent's own thread; returns the first."""
+        self._check_thread(request or StepRequest("parallel", f"{count} branches"))
+        position = self._position
+        self._position += count
+        return position
+
+    def is_recorded(self, position: int) -> bool:
+        return position in self._history
 
     def _replay(self, recorded: Recorded) -> Any:
         recorded = migrate(recorded)
@@ -332,11 +463,7 @@ class Run:
     # --- Execution ---------------------------------------------------------------
 
     def before_new_step(self, position: int) -> None:
-        if position >= self._max_steps:
-            raise BudgetExceeded(
-                f"step budget exhausted: the run used all {self._max_steps} steps",
-                details={"budget": "steps", "limit": self._max_steps},
-            )
+        self._check_step_budget(position)
         self._check_spend()
         started = self._record.started_at or timezone.now()
         # Time spent waiting for a person or a durable timer is not the agent's to budget.
@@ -351,7 +478,14 @@ class Run:
             raise Suspend(RunRecord.Status.QUEUED, reason="yielding after a long task")
         self._lease.ensure_held()
         logs.set_step(f"{position}")  # log records carry the step being executed
-        crashpoints.crash_point(crashpoints.BEFORE_STEP, self.id, position)
+        crashpoints.crash_point(crashpoints.BEFORE_STEP, self.id, position, fence=self.fence)
+
+    def _check_step_budget(self, position: int) -> None:
+        if position >= self._max_steps:
+            raise BudgetExceeded(
+                f"step budget exhausted: the run used all {self._max_steps} steps",
+                details={"budget": "steps", "limit": self._max_steps},
+            )
 
     def _check_spend(self) -> None:
         max_tokens, max_cost = self._record.max_tokens, self._record.max_cost
@@ -378,6 +512,7 @@ class Run:
         attempt = self.attempt_for(position)
         started = timezone.now()
         result, error, text = None, None, None
+        store.release_connection()  # agent code may wait long: hold no session meanwhile
         try:
             returned = fn()
         except Exception as exc:
@@ -419,13 +554,14 @@ class Run:
             attempts=attempt,
             started_at=started,
             finished_at=timezone.now(),
+            fan_out=self.branches.fan_out_of.get(position),
         )
 
     def committed(self, outcome: store.StepOutcome, *, raw: bool = False) -> Any:
         """Bookkeeping after a checkpoint; returns (or raises) what replay would."""
-        crashpoints.crash_point(crashpoints.AFTER_STEP_COMMIT, self.id, outcome.position)
-        self.executed += 1
-        metrics.count_step(outcome.kind, "executed")
+        crashpoints.crash_point(
+            crashpoints.AFTER_STEP_COMMIT, self.id, outcome.position, fence=self.fence
+        )
         recorded = RecordedStep(
             position=outcome.position,
             kind=outcome.kind,
@@ -438,8 +574,11 @@ class Run:
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
         )
-        self._history[outcome.position] = recorded
-        self._waited += _waited([recorded])
+        with self.branches.lock:  # parallel branches commit from their own threads
+            self.executed += 1
+            metrics.count_step(outcome.kind, "executed")
+            self._history[outcome.position] = recorded
+            self._waited += waited_seconds([recorded])
         if raw:
             return recorded
         if outcome.error is not None:
@@ -457,17 +596,20 @@ class Run:
         if attempt < max_attempts():
             delay = backoff_seconds(attempt)
             earlier = self._record.retry_attempt_times if attempt > 1 else None
+            error = describe(exc)
             raise Suspend(
                 RunRecord.Status.WAITING,
                 wake_in=delay,
                 reason=f"retrying step {position} in {delay:.2f}s",
                 retry_position=position,
                 retry_attempts=attempt,
+                # [started, finished, why]: the run page shows each failed attempt's
+                # error, not only the last one's.
                 retry_attempt_times=[
                     *(earlier or []),
-                    [started.isoformat(), timezone.now().isoformat()],
+                    [started.isoformat(), timezone.now().isoformat(), _attempt_error(error)],
                 ],
-                last_error=describe(exc),
+                last_error=error,
             )
         return {
             "type": "RetriesExhausted",
@@ -486,13 +628,18 @@ class Run:
         return llm.as_record(reply, model=llm.model_name(params))
 
 
-def _waited(steps: Any) -> float:
-    """Seconds the steps spent waiting for a person or a durable sleep: time that is
-    not the agent's to budget (max_duration)."""
+# Steps whose whole span is a wait: for a person, or for child runs (which have
+# budgets of their own).
+WAITS = (Kind.APPROVAL, Kind.CHILD)
+
+
+def waited_seconds(steps: Any) -> float:
+    """Seconds the steps spent waiting for a person, a child run or a durable sleep:
+    time that is not the agent's to budget (max_duration). The run page shows the same."""
     now = timezone.now()
     waited = 0.0
     for step in steps:
-        if step.kind == Kind.APPROVAL and step.started_at and step.finished_at:
+        if step.kind in WAITS and step.started_at and step.finished_at:
             waited += (step.finished_at - step.started_at).total_seconds()
         elif step.kind == Kind.SLEEP and isinstance(step.result, dict) and step.started_at:
             # A sleep's step commits when it starts; the wait runs until its wake-up.
@@ -594,7 +741,9 @@ class _EffectCall:
             if known is not _CALL_AGAIN:
                 return self._commit(Effect.State.SUCCEEDED, known, None)
             store.restart_effect(self.lease, self.key)
-        crashpoints.crash_point(crashpoints.AFTER_EFFECT_STARTED, self.run.id, self.position)
+        crashpoints.crash_point(
+            crashpoints.AFTER_EFFECT_STARTED, self.run.id, self.position, fence=self.lease.fence
+        )
         return self._call()
 
     def _start(self) -> None:
@@ -652,6 +801,7 @@ class _EffectCall:
     def _reconcile(self) -> Any:
         reconcile = self.tool.reconcile_fn
         assert reconcile is not None  # the caller checked
+        store.release_connection()
         try:
             found = reconcile(**self.args, idempotency_key=self.key)
             return None if found is None else _storable_result(found)[0]
@@ -670,6 +820,7 @@ class _EffectCall:
 
     def _call(self) -> Any:
         self.lease.ensure_held()
+        store.release_connection()  # no session held while the tool waits
         try:
             returned = self.tool.fn(**self.args, idempotency_key=self.key)
         except Exception as exc:
@@ -679,9 +830,9 @@ class _EffectCall:
             if found == AMBIGUOUS:
                 return self._ambiguous(exc)
             error = _located(describe(exc), self.position, self.request)
-            crashpoints.crash_point(crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position)
+            self._crash_point_after_tool()
             return self._commit(Effect.State.FAILED, None, error)
-        crashpoints.crash_point(crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position)
+        self._crash_point_after_tool()
         try:
             value, _ = _storable_result(returned)
         except SerializationError as exc:
@@ -693,6 +844,11 @@ class _EffectCall:
                 "(or fix the tool and resolve it as happened)"
             )
         return self._commit(Effect.State.SUCCEEDED, value, None)
+
+    def _crash_point_after_tool(self) -> None:
+        crashpoints.crash_point(
+            crashpoints.AFTER_TOOL_RETURNED, self.run.id, self.position, fence=self.lease.fence
+        )
 
     def _transient(self, exc: Exception) -> Any:
         error = describe(exc)
@@ -730,3 +886,11 @@ class _EffectCall:
 
 
 _CALL_AGAIN = object()
+
+
+ATTEMPT_ERROR_CHARS = 300  # one failed attempt's error, as a retrying step's timeline says it
+
+
+def _attempt_error(error: dict[str, Any]) -> str:
+    text = f"{error['type']}: {error['message']}"
+    return text if len(text) <= ATTEMPT_ERROR_CHARS else text[: ATTEMPT_ERROR_CHARS - 1] + "…"

@@ -27,6 +27,13 @@ AFTER_TOOL_RETURNED = "after_tool_returned"
 DURING_RESULT_COMMIT = "during_result_commit"
 AFTER_STEP_COMMIT = "after_step_commit"
 AFTER_RUN_FINISHED = "after_run_finished"
+# A child run has committed its end, and its parent is not woken yet. Armed on the
+# parent's id at the position of its step that waits for the child; it fires in the
+# child's executor (engine/children.py), and the sweeper must wake the parent.
+AFTER_CHILD_FINISHED = "after_child_finished"
+# Inside a fan-out (engine/parallel.py), armed at a branch after the first: the branches
+# before it have committed, it and the ones after it have not started.
+MID_FAN_OUT = "mid_fan_out"
 
 ALL = (
     BEFORE_STEP,
@@ -34,26 +41,38 @@ ALL = (
     AFTER_TOOL_RETURNED,
     DURING_RESULT_COMMIT,
     AFTER_STEP_COMMIT,
+    MID_FAN_OUT,
     AFTER_RUN_FINISHED,
 )
 # Points that exist only on steps that perform an effect (a write tool).
 EFFECT_ONLY = (AFTER_EFFECT_STARTED, AFTER_TOOL_RETURNED, DURING_RESULT_COMMIT)
+# Points that exist only inside a fan-out, at a branch after the first.
+FAN_OUT_ONLY = (MID_FAN_OUT,)
 # Points that exist once per run, not per step; armed at position -1.
 RUN_LEVEL = (AFTER_RUN_FINISHED,)
 RUN_POSITION = -1
+# Points that exist only at a step that waits for a child run (crashtest plans them
+# for such steps only, so they are not in ALL).
+CHILD_ONLY = (AFTER_CHILD_FINISHED,)
+# Every point crashtest plans by default (each only where it applies).
+PLANNED = ALL + CHILD_ONLY
 
 
-def applies(point: str, *, has_effect: bool) -> bool:
-    """Whether `point` exists at a step (with or without a write effect)."""
+def applies(point: str, *, has_effect: bool, later_branch: bool = False) -> bool:
+    """Whether `point` exists at a step (with or without a write effect; a branch of a
+    fan-out other than its first)."""
     if point in RUN_LEVEL:
         return False
+    if point in FAN_OUT_ONLY:
+        return later_branch
     return has_effect or point not in EFFECT_ONLY
 
 
 def arm(crash_dir: str | Path, run_id: str, point: str, position: int | None = None) -> None:
     """Arm one crash for one run: at `point` of the step at `position`."""
-    if point not in ALL:
-        raise UsageError(f"unknown crash point {point!r}; known: {', '.join(ALL)}")
+    if point not in PLANNED:
+        known = ", ".join(PLANNED)
+        raise UsageError(f"unknown crash point {point!r}; known: {known}")
     if point in RUN_LEVEL:
         position = RUN_POSITION if position is None else position
         if position != RUN_POSITION:
@@ -76,8 +95,22 @@ def fired(crash_dir: str | Path, run_id: str) -> dict[str, Any] | None:
         return None
 
 
-def crash_point(point: str, run_id: str, position: int = -1) -> None:
-    """Kill this process here if a crash is armed for this run, point and position."""
+def armed_position(run_id: str, point: str) -> int | None:
+    """The position `point` is armed at for this run in this process, if it is."""
+    crash_dir = settings.DURABLERUNS_CRASH_DIR
+    if not crash_dir:
+        return None
+    try:
+        armed, _, position = Path(crash_dir, run_id).read_text().strip().partition("@")
+        return int(position) if armed == point else None
+    except (OSError, ValueError):
+        return None
+
+
+def crash_point(point: str, run_id: str, position: int = -1, *, fence: int | None = None) -> None:
+    """Kill this process here if a crash is armed for this run, point and position.
+    `fence`: the killed execution's lease, in the record, so a tester tells a resume
+    (a later fence) from the killed execution even if it looks only after both."""
     crash_dir = settings.DURABLERUNS_CRASH_DIR
     if not crash_dir:
         return
@@ -88,13 +121,19 @@ def crash_point(point: str, run_id: str, position: int = -1) -> None:
         return
     if armed != f"{point}@{position}":
         return
-    _record_firing(plan, point, position)
+    _record_firing(plan, point, position, fence)
     plan.unlink()  # fire once: the recovering worker must get past this point
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _record_firing(plan: Path, point: str, position: int) -> None:
-    record = {"point": point, "position": position, "pid": os.getpid(), "at": time.time()}
+def _record_firing(plan: Path, point: str, position: int, fence: int | None) -> None:
+    record = {
+        "point": point,
+        "position": position,
+        "pid": os.getpid(),
+        "at": time.time(),
+        "fence": fence,
+    }
     partial = plan.with_name(f"{plan.name}.firing")
     partial.write_text(json.dumps(record))
     partial.replace(plan.with_name(f"{plan.name}.fired"))  # readers never see half a record

@@ -32,6 +32,14 @@ class RetriesExhausted(PermanentError):
     """A transient failure that did not clear within the attempt budget."""
 
 
+class ChildRunFailed(PermanentError):
+    """A child run (`run.child`) failed: its error is the parent's step error."""
+
+
+class ChildRunCancelled(ChildRunFailed):
+    """A child run was cancelled before it finished."""
+
+
 class AmbiguousOutcome(DurableRunsError):
     """The call may have taken effect; only the provider (or a human) can tell."""
 
@@ -118,6 +126,8 @@ REPLAYABLE_ERRORS: dict[str, type[DurableRunsError]] = {
         ModelRecoverableError,
         PermanentError,
         RetriesExhausted,
+        ChildRunFailed,
+        ChildRunCancelled,
         AmbiguousOutcome,
         UsageError,
         SerializationError,

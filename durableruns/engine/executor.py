@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +18,17 @@ from django.utils import timezone
 
 from .. import logs, metrics
 from ..models import Run as RunRecord
-from . import crashpoints, doorbell, gates, handback, liveness, registry, store, vault
+from . import (
+    children,
+    crashpoints,
+    doorbell,
+    gates,
+    handback,
+    liveness,
+    registry,
+    store,
+    vault,
+)
 from .context import Run
 from .errors import (
     LeaseLost,
@@ -39,10 +46,9 @@ Status = RunRecord.Status
 
 def advance(run_id: str) -> str:
     """Execute run `run_id` as far as it can go now. Returns what happened, for logs."""
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     with logs.run_context(run_id):
         try:
-            with liveness.executing(run_id, lambda: store.acquire_lease(run_id, owner)) as lease:
+            with liveness.executing(lambda owner: store.acquire_lease(run_id, owner)) as lease:
                 if lease is None:
                     return "skipped"
                 try:
@@ -57,6 +63,7 @@ def _drive(lease: store.Lease) -> str:
     try:
         record = RunRecord.objects.get(pk=lease.run_id)
         agent = registry.get_agent(record.agent, record.agent_version)
+        handback.taken_back(lease, record)
         history = store.load_history(record.id)
         context = Run(
             record,
@@ -135,7 +142,9 @@ def _succeed(lease: store.Lease, context: Run, value: Any) -> str:
         last_error=None,
         **_progress(context),
     )
-    crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id)
+    crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id, fence=lease.fence)
+    if released:
+        _wake_parent(lease, context)
     return "succeeded" if released else "lease-lost"
 
 
@@ -148,8 +157,27 @@ def _fail(lease: store.Lease, error: dict[str, Any], context: Run | None = None)
         **_progress(context),
     )
     # A failed run has finished too: crashtest arms this point for agents that fail.
-    crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id)
+    crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, lease.run_id, fence=lease.fence)
+    if released:
+        _wake_parent(lease, context)
     return "failed" if released else "lease-lost"
+
+
+def _wake_parent(lease: store.Lease, context: Run | None) -> None:
+    """A child run's end is committed: wake its parent now, a doorbell and no polling.
+    A crash before the wake leaves the parent to the sweeper (children.wake_stranded)."""
+    try:
+        if context is not None:
+            record = context._record
+            parent_id, position = record.parent_run_id, record.parent_position
+        else:
+            parent_id, position = children.parent_of(lease.run_id)
+        if parent_id is None:
+            return
+        crashpoints.crash_point(crashpoints.AFTER_CHILD_FINISHED, parent_id, position or 0)
+        children.wake_parent(parent_id)
+    except (OperationalError, InterfaceError):
+        log.warning("run %s: parent not woken; the sweeper will", lease.run_id, exc_info=True)
 
 
 def _stop(lease: store.Lease, exc: RunStopped, context: Run | None = None) -> str:
@@ -167,6 +195,9 @@ def _suspend(lease: store.Lease, suspend: Suspend, context: Run | None) -> str:
     if suspend.status == Status.AWAITING_APPROVAL:
         position = fields.pop("approval_position")
         left = gates.release_awaiting(lease, position, **fields, **_progress(context))
+        return left or "lease-lost"
+    if suspend.status == Status.AWAITING_CHILD:
+        left = children.release_awaiting(lease, **fields, **_progress(context))
         return left or "lease-lost"
     if suspend.status == Status.ESCALATED:
         fields["last_error"] = store.redacted(fields.get("last_error"))

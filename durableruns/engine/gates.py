@@ -34,8 +34,9 @@ from .redaction import REDACTED, redact_text
 log = logging.getLogger(__name__)
 
 DECISIONS = ("approve", "reject", "edit")  # the default an agent allows
-# Opt-in: a reviewer answers the agent in words instead of deciding.
-KNOWN_DECISIONS = (*DECISIONS, "respond")
+# Opt-in: a reviewer answers the agent in words instead of deciding ("respond"), or
+# dismisses the request without deciding ("ignore": the agent is told, nothing approved).
+KNOWN_DECISIONS = (*DECISIONS, "respond", "ignore")
 ON_EXPIRY = ("approve", "reject")
 
 
@@ -43,7 +44,7 @@ ON_EXPIRY = ("approve", "reject")
 class Decision:
     """What agent code gets back from `run.approval(...)`."""
 
-    decision: str  # "approve", "reject", "edit", "respond" or "expire"
+    decision: str  # "approve", "reject", "edit", "respond", "ignore" or "expire"
     approved: bool
     payload: Any  # the payload as approved: the reviewer's edit, if there was one
     comment: str  # for "respond": the reviewer's answer to the agent
@@ -53,6 +54,10 @@ class Decision:
     @property
     def responded(self) -> bool:
         return self.decision == Approval.Decision.RESPOND
+
+    @property
+    def ignored(self) -> bool:
+        return self.decision == Approval.Decision.IGNORE
 
     @property
     def expired(self) -> bool:

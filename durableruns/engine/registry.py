@@ -12,6 +12,8 @@ from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import jsonschema
+
 from .errors import UnknownAgent, UsageError
 
 READ_ONLY = "read_only"
@@ -81,6 +83,19 @@ class Agent:
     description: str = field(default="")
     max_tokens: int | None = None
     max_cost: Decimal | None = None
+    input_schema: dict[str, Any] | None = None
+
+    def check_input(self, run_input: Any) -> None:
+        """Refuse an input that does not fit the agent's declared schema (UsageError)."""
+        if self.input_schema is None:
+            return
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(self.input_schema).iter_errors(run_input)
+        )
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "input"
+            message = f"the input does not fit agent {self.name!r}: {where}: {error.message}"
+            raise UsageError(message)
 
 
 _TOOLS: dict[str, Tool] = {}
@@ -110,12 +125,16 @@ def agent(
     max_duration: timedelta | None = None,
     max_tokens: int | None = None,
     max_cost: Decimal | str | float | None = None,
+    input_schema: dict[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register an agent. `max_tokens` (prompt plus completion) and `max_cost` (dollars,
-    priced by DURABLERUNS_MODEL_PRICES) stop the run before its next step once spent."""
+    priced by DURABLERUNS_MODEL_PRICES) stop the run before its next step once spent.
+    `input_schema` (JSON Schema): a run whose input does not fit it is refused before it
+    is stored, and the dashboard's start form shows it."""
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise UsageError(f"max_tokens must be a positive integer, not {max_tokens!r}")
     cost_limit = None if max_cost is None else _positive_decimal(max_cost)
+    _check_schema(input_schema)
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         refuse_async(fn, f"agent {name!r}")
@@ -128,12 +147,24 @@ def agent(
             inspect.getdoc(fn) or "",
             max_tokens,
             cost_limit,
+            input_schema,
         )
         _AGENTS[(definition.name, definition.version)] = definition
         fn.agent = definition  # type: ignore[attr-defined]
         return fn
 
     return register
+
+
+def _check_schema(schema: Any) -> None:
+    if schema is None:
+        return
+    if not isinstance(schema, dict):
+        raise UsageError("input_schema must be a JSON Schema object (a dict)")
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise UsageError(f"input_schema is not a valid JSON Schema: {exc.message}") from None
 
 
 def _positive_decimal(value: Decimal | str | float) -> Decimal:

@@ -142,8 +142,12 @@ class DryRun(Run):
         )
         self.report = report
 
+    # A fan-out's branches are replayed one by one, reported in submission order.
+    executes_concurrently = False
+
     def _next(self, request: StepRequest) -> tuple[int, Recorded | None]:
-        position = self.position
+        branch = self.branches.current()
+        position = self.position if branch is None else branch.position
         try:
             position, recorded = super()._next(request)
         except NonDeterminismError as exc:
@@ -442,6 +446,7 @@ def _copy_step(step: Step, child: RunRecord) -> Step:
         started_at=step.started_at,
         finished_at=step.finished_at,
         schema_version=step.schema_version,
+        fan_out=step.fan_out,
     )
 
 

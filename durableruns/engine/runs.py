@@ -35,12 +35,15 @@ def start_run(
     run_id: str | None = None,
     user: Any = None,
     version: str | None = None,
+    links: dict[str, Any] | None = None,
 ) -> tuple[Run, bool]:
-    """Create and enqueue a run. Returns (run, created); repeating it returns the same run."""
+    """Create and enqueue a run. Returns (run, created); repeating it returns the same run.
+    `links` are more fields of a new run (a child run's parent, engine/children.py)."""
     agent = registry.get_agent(agent_name, version)
     if not isinstance(run_input, dict):
         raise UsageError(f"run input must be a JSON object, not {type(run_input).__name__}")
     stored_input, secrets = store.stored("input", run_input)  # SerializationError before any write
+    agent.check_input(run_input)  # within the size and depth limits just checked
     run_id = run_id or uuid.uuid4().hex
     if not RUN_ID_PATTERN.match(run_id):
         raise UsageError("run id must be 1-64 letters, digits, '.', '_' or '-'")
@@ -65,6 +68,7 @@ def start_run(
                 max_cost=agent.max_cost,
                 created_by=user if getattr(user, "is_authenticated", False) else None,
                 rang_at=Now(),
+                **(links or {}),
             )
             doorbell.ring(run.id)
     except IntegrityError:

@@ -10,7 +10,6 @@ step), or this write sees the new fence and inserts nothing. The unique
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -63,9 +62,10 @@ class Lease:
             self.lost = True
             raise LeaseLost(f"lease on run {self.run_id} lost (fence {self.fence})")
 
-    def extended(self) -> None:
+    def extended(self, since: float | None = None) -> None:
+        """Renewed by a statement sent at monotonic time `since` (default: now)."""
         # Keep a margin: database time decides, this clock only errs on the safe side.
-        self.valid_until = time.monotonic() + self.ttl * 0.8
+        self.valid_until = (time.monotonic() if since is None else since) + self.ttl * 0.8
 
 
 def _in(seconds: float) -> ExpressionWrapper:
@@ -209,14 +209,34 @@ def leased(run_id: str, owner: str, ttl: float) -> Lease | None:
 
 
 def renew_lease(lease: Lease) -> bool:
-    renewed = Run.objects.filter(
-        pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner, status=Run.Status.RUNNING
-    ).update(lease_expires_at=_in(lease.ttl))
-    if renewed:
-        lease.extended()
-    else:
-        lease.lost = True
-    return bool(renewed)
+    renew_leases([lease])
+    return not lease.lost
+
+
+def renew_leases(leases: list[Lease]) -> None:
+    """Extend every lease in `leases` (one UPDATE per TTL, whatever their number); a
+    lease not renewed is marked lost, and its executor stops before its next effect.
+
+    An owner is unique to one taking of a lease (engine/liveness.py), so it names the
+    lease without its fence. A lease that expired meanwhile (a hung process, or the
+    sweeper found the process dead) is never extended again: someone may have it now."""
+    sent = time.monotonic()
+    by_ttl: dict[float, list[Lease]] = {}
+    for lease in leases:
+        by_ttl.setdefault(lease.ttl, []).append(lease)
+    for ttl, group in by_ttl.items():
+        owners = [lease.owner for lease in group]
+        live = Run.objects.filter(
+            lease_owner__in=owners, status=Run.Status.RUNNING, lease_expires_at__gt=Now()
+        )
+        renewed: Any = owners
+        if live.update(lease_expires_at=_in(ttl)) != len(group):
+            renewed = set(live.values_list("lease_owner", flat=True))
+        for lease in group:
+            if lease.owner in renewed:
+                lease.extended(since=sent)
+            else:
+                lease.lost = True
 
 
 def release(lease: Lease, status: str, **fields: Any) -> bool:
@@ -239,6 +259,19 @@ def record_spend(lease: Lease, totals: dict[str, Any]) -> None:
     with _confirmed(lease):
         if not held.update(**totals):
             lease.lost = True
+
+
+def record_handed_back(lease: Lease, seconds: float) -> bool:
+    """Add a finished hand-back's wait to the run and clear its reason (handback.py);
+    False, and nothing written, if the lease was lost."""
+    held = Run.objects.filter(pk=lease.run_id, fence=lease.fence, lease_owner=lease.owner)
+    with _confirmed(lease):
+        updated = held.update(
+            handed_back_seconds=F("handed_back_seconds") + seconds, last_error=None
+        )
+    if not updated:
+        lease.lost = True
+    return bool(updated)
 
 
 def release_escalated(lease: Lease, **fields: Any) -> str | None:
@@ -267,23 +300,31 @@ def release_escalated(lease: Lease, **fields: Any) -> str | None:
 
 # --- Owner liveness (advisory locks) -------------------------------------------
 #
-# While it executes a run, the executor holds a Postgres session advisory lock keyed
-# by the run on its own connection. A process that dies closes that connection, and
-# Postgres frees the lock at once, so "running, live lease, lock free" means the
-# owner is dead: the sweeper expires the lease without waiting out the TTL
-# (take_over_dead_owners). A hung or partitioned owner keeps its connection and its
-# lock; the lease TTL catches it, as before. Session locks need a session: behind
-# a transaction-mode pooler set DURABLERUNS_DEAD_OWNER_DETECTION to off.
+# Every worker process holds a Postgres session advisory lock keyed by its process
+# owner id, on a session of its own, for its whole life (engine/liveness.py); the
+# owner of each lease it takes is "<process owner>/<suffix>". A process that dies
+# closes that session and Postgres frees the lock at once, so "running, live lease,
+# its process's lock free" means the owner is dead: the sweeper expires the leases of
+# all that process's runs without waiting out the TTL (take_over_dead_owners). A hung
+# or partitioned process keeps its session and its lock; the lease TTL catches it, as
+# before. Session locks need a session: behind a transaction-mode pooler set
+# DURABLERUNS_DEAD_OWNER_DETECTION to off.
 
 
 def owner_detection_enabled() -> bool:
     return settings.DURABLERUNS_DEAD_OWNER_DETECTION and connection.vendor == "postgresql"
 
 
-def run_lock_key(run_id: str) -> int:
-    """A signed 64-bit advisory lock key for the run (collisions are negligible)."""
-    digest = hashlib.sha256(f"durableruns:run:{run_id}".encode()).digest()
+def process_lock_key(process: str) -> int:
+    """A signed 64-bit advisory lock key for a worker process (collisions negligible)."""
+    digest = hashlib.sha256(f"durableruns:process:{process}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def process_of(owner: str) -> str:
+    """The process part of a lease owner ("" for an owner that names no process)."""
+    process, separator, _ = owner.rpartition("/")
+    return process if separator else ""
 
 
 def _scalar(sql: str, params: list[Any]) -> Any:
@@ -292,73 +333,47 @@ def _scalar(sql: str, params: list[Any]) -> Any:
         return cursor.fetchone()[0]
 
 
-# What claim_owner_lock found.
-LOCK_HELD = "held"  # this connection holds the run's liveness lock
-LOCK_BUSY = "busy"  # a live executor holds it: turn the doorbell away
-LOCK_WITHOUT = "without"  # a hung owner holds it (lease expired): the lease decides
-
-
-def claim_owner_lock(run_id: str) -> str:
-    """Take the run's liveness lock on this connection before taking its lease.
-
-    A held lock means a live executor (turned away, so the lease holder always holds the
-    lock: otherwise the sweeper would read the free lock as a dead owner), a hung owner
-    whose lease expired (the takeover goes on without the lock; that run falls back to
-    the lease TTL while the hung process lives), or a competing doorbell or the sweeper
-    for an instant (retried briefly)."""
-    if not owner_detection_enabled():
-        return LOCK_WITHOUT
-    key = run_lock_key(run_id)
-    running = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
-    for _ in range(10):
-        if _scalar("SELECT pg_try_advisory_lock(%s)", [key]):
-            return LOCK_HELD
-        if running.filter(lease_expires_at__lt=Now()).exists():
-            return LOCK_WITHOUT
-        if running.exists():
-            return LOCK_BUSY
-        time.sleep(0.02)
-    return LOCK_BUSY
-
-
-def retry_owner_lock(run_id: str) -> str:
-    """After a takeover without the lock: take it if the hung owner let it go meanwhile."""
-    if _scalar("SELECT pg_try_advisory_lock(%s)", [run_lock_key(run_id)]):
-        return LOCK_HELD
-    return LOCK_WITHOUT
-
-
-def release_owner_lock(run_id: str) -> None:
-    # A connection that is gone took the lock with it.
-    with contextlib.suppress(OperationalError, InterfaceError):
-        _scalar("SELECT pg_advisory_unlock(%s)", [run_lock_key(run_id)])
-
-
 def take_over_dead_owners(batch: int = 500) -> list[str]:
-    """Expire the lease of every running run whose owner's lock is free (it died);
-    returns their ids. The next executor takes the lease and bumps the fence, exactly
-    as after a TTL expiry, so a late write of the old owner is still rejected."""
+    """Expire the lease of every running run whose owner process's lock is free (it
+    died); returns their ids. The next executor takes the lease and bumps the fence,
+    exactly as after a TTL expiry, so a late write of the old owner is still rejected.
+    One lock probe per live process, whatever the number of runs it holds."""
     if not owner_detection_enabled():
         return []
-    candidates = list(
-        Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gte=Now())
-        .order_by()
-        .values_list("id", "fence")[:batch]
-    )
-    dead = []
-    for run_id, fence in candidates:
-        # The transaction-scoped lock keeps a new executor out while the lease is
-        # expired, and is gone when the doorbell (rung on commit) reaches it.
+    live = Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gte=Now())
+    by_process: dict[str, list[str]] = {}
+    for owner in live.order_by().values_list("lease_owner", flat=True)[:batch]:
+        # An owner naming no process (a worker of an older release) falls back to the TTL.
+        if process := process_of(owner):
+            by_process.setdefault(process, []).append(owner)
+    dead: list[str] = []
+    for process, owners in by_process.items():
+        # Taking the lock in a transaction frees it at commit: the process is dead, and
+        # nothing of its can take it again.
         with transaction.atomic():
-            if not _scalar("SELECT pg_try_advisory_xact_lock(%s)", [run_lock_key(run_id)]):
+            if not _scalar("SELECT pg_try_advisory_xact_lock(%s)", [process_lock_key(process)]):
                 continue
-            expired = Run.objects.filter(
-                pk=run_id, fence=fence, status=Run.Status.RUNNING, lease_expires_at__gte=Now()
-            ).update(lease_expires_at=Now(), rang_at=Now())
-            if expired:
-                dead.append(run_id)
+            held = live.filter(lease_owner__in=owners)
+            run_ids = list(held.values_list("id", flat=True))
+            held.filter(pk__in=run_ids).update(lease_expires_at=Now(), rang_at=Now())
+            for run_id in run_ids:
                 doorbell.ring(run_id)
+            dead += run_ids
     return dead
+
+
+# --- Sessions ------------------------------------------------------------------
+
+
+def release_connection() -> None:
+    """Give this thread's Postgres session back to the pool while agent code waits on
+    a model or a tool (invariant 17): a waiting run then holds no session, and the
+    next statement takes one again (a few microseconds). Without a pool (SQLite, or
+    DURABLERUNS_DB_POOL_SIZE unset) it does nothing: a reconnect per step would cost
+    more than the session. Never inside a transaction, which needs its session."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.connection is not None and not db.in_atomic_block and getattr(db, "pool", None):
+        db.close()
 
 
 # --- History -----------------------------------------------------------------
@@ -379,7 +394,8 @@ def load_effects(run_id: str) -> dict[int, Effect]:
 
 _STEP_COLUMNS = (
     "run_id, position, step_id, kind, name, tool, fingerprint, input, result, error, secrets, "
-    "attempts, started_at, finished_at, schema_version, lease_number, executed_by, attempt_times"
+    "attempts, started_at, finished_at, schema_version, fan_out, lease_number, executed_by, "
+    "attempt_times"
 )
 _EFFECT_COLUMNS = (
     "run_id, position, idempotency_key, tool, tool_kind, fingerprint, args, secrets, state, "
@@ -405,7 +421,7 @@ def _commit_step_sql(vendor: str) -> str:
     return (
         f"INSERT INTO durableruns_step ({_STEP_COLUMNS}) "
         f"SELECT id, %s, %s, %s, %s, %s, %s, {json_param}, {json_param}, {json_param}, %s, "
-        f"%s, %s, %s, %s, leases_taken, lease_owner, "
+        f"%s, %s, %s, %s, %s, leases_taken, lease_owner, "
         # The failed attempts' times move from the run row in the same fenced statement.
         f"CASE WHEN retry_position = %s THEN retry_attempt_times END {_fence_guard()}{lock}"
     )
@@ -512,6 +528,7 @@ class StepOutcome:
     started_at: datetime
     finished_at: datetime
     result_text: str | None = None  # the result's canonical JSON, when already made
+    fan_out: int | None = None  # a parallel branch: its fan-out's first position
 
 
 def commit_step(lease: Lease, outcome: StepOutcome) -> None:
@@ -537,6 +554,7 @@ def commit_step(lease: Lease, outcome: StepOutcome) -> None:
         adapt_time(outcome.started_at),
         adapt_time(outcome.finished_at),
         CHECKPOINT_SCHEMA_VERSION,
+        outcome.fan_out,
         outcome.position,
         lease.run_id,
         lease.fence,
