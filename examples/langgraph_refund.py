@@ -3,15 +3,19 @@
 Nothing below is durableruns-specific except the checkpointer line: swap
 `InMemorySaver()` for `DurableRunsSaver(...)` and the thread appears in the runs
 list, its interrupt in the reviewer inbox, and a reviewer's decision resumes it on
-a worker. Run it from the checkout:
+a worker. Run it from the checkout, on the demo (nothing configured: SQLite in var/)
+or on Postgres (DATABASE_URL set, in both terminals). First a worker that knows the
+graph: the demo's, given the graph and the path to this file,
 
-    DATABASE_URL=postgres://... PYTHONPATH=.:examples \
-        .venv/bin/python examples/langgraph_refund.py A-1 12000
+    DURABLERUNS_LANGGRAPH_GRAPHS=refund=langgraph_refund:graph PYTHONPATH=.:examples make demo
 
-and start a worker that knows the graph:
+(or, beside a server of your own, `... .venv/bin/celery -A durableruns worker` with the
+same two variables). Then, in another terminal, start a thread:
 
-    DURABLERUNS_LANGGRAPH_GRAPHS=refund=langgraph_refund:graph PYTHONPATH=.:examples \\
-        .venv/bin/celery -A durableruns worker -Q durableruns
+    PYTHONPATH=.:examples .venv/bin/python examples/langgraph_refund.py A-1 12000
+
+It prints "waiting for a reviewer"; the thread is on the Runs page and its interrupt
+in the reviewer's inbox, and the decision resumes it on that worker.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ Needs the optional dependency group `durableruns[langgraph]`.
 
 from __future__ import annotations
 
+from durableruns.langgraph.keys import idempotency_key
 from durableruns.langgraph.saver import AsyncDurableRunsSaver, DurableRunsSaver
 from durableruns.langgraph.store import ThreadClosed
 
-__all__ = ["AsyncDurableRunsSaver", "DurableRunsSaver", "ThreadClosed"]
+__all__ = ["AsyncDurableRunsSaver", "DurableRunsSaver", "ThreadClosed", "idempotency_key"]

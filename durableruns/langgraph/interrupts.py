@@ -19,10 +19,11 @@ dict, these keys shape the approval; anything else is shown as the payload.
     edit     -> the reviewer's edited payload
     reject   -> False
     respond  -> the reviewer's answer (text), when the interrupt allows "respond"
+    ignore   -> None (dismissed, nothing approved), when the interrupt allows "ignore"
     expire   -> as its on_expiry decision (approve or reject)
 
 An interrupt whose value has `"returns": "decision"` gets the whole decision instead:
-    {"decision": "approve" | "edit" | "reject" | "respond" | "expire", "approved": bool,
+    {"decision": "approve" | "edit" | "reject" | "respond" | "ignore" | "expire", "approved": bool,
      "payload": <the payload, or the reviewer's edit>, "comment": "..."}
 """
 
@@ -140,6 +141,8 @@ def resume_value(approval: Approval, asked: Any = None) -> Any:
         return {k: outcome[k] for k in ("decision", "approved", "payload", "comment")}
     if outcome["decision"] == "respond":
         return outcome["comment"]
+    if outcome["decision"] == "ignore":
+        return None
     if not outcome["approved"]:
         return False
     if "edit" in approval.allowed:

@@ -14,9 +14,6 @@ from __future__ import annotations
 import contextvars
 import importlib
 import logging
-import os
-import socket
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +21,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from durableruns.engine import doorbell, handback, liveness
+from durableruns.engine import crashpoints, doorbell, handback, liveness
 from durableruns.engine import store as engine_store
 from durableruns.langgraph.interrupts import resume_value
 from durableruns.models import Approval, Run
@@ -76,20 +73,31 @@ def resume_thread(run_id: str) -> str:
         return "nothing to do"
     if Approval.objects.filter(run_id=run_id, state=Approval.State.PENDING).exists():
         return "waiting for decisions"
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    # The liveness every executor holds (engine/liveness.py): without the run's lock the
-    # sweeper would read this live worker as dead and hand the thread to another.
-    with liveness.executing(run_id, lambda: _take_lease(run_id, owner)) as lease:
+    # The liveness every executor holds (engine/liveness.py): outside it the sweeper
+    # would read this live worker as dead and hand the thread to another.
+    with liveness.executing(lambda owner: _take_lease(run_id, owner)) as lease:
         if lease is None:
             return "skipped: another worker holds the thread"
+        owner = lease.owner
         token = current_owner.set(owner)
         try:
-            return _drive(run, lease)
+            what = _drive(run, lease)
+            _after_finished(run_id)
+            return what
         finally:
             current_owner.reset(token)
             Run.objects.filter(pk=run_id, lease_owner=owner).update(
                 lease_owner="", lease_expires_at=None
             )
+
+
+def _after_finished(run_id: str) -> None:
+    """crashtest's AFTER_RUN_FINISHED point, once the thread's status is final."""
+    if (
+        settings.DURABLERUNS_CRASH_DIR
+        and Run.objects.filter(pk=run_id, status__in=Run.TERMINAL).exists()
+    ):
+        crashpoints.crash_point(crashpoints.AFTER_RUN_FINISHED, run_id)
 
 
 def _take_lease(run_id: str, owner: str) -> engine_store.Lease | None:

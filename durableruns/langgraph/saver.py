@@ -25,7 +25,8 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from durableruns.langgraph import native, store
+from durableruns.engine import crashpoints
+from durableruns.langgraph import crashes, native, store
 from durableruns.langgraph.interrupts import approval_specs
 from durableruns.langgraph.resume import current_owner
 from durableruns.langgraph.serde import StrictSerializer, require_strict
@@ -169,7 +170,9 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         saved, args = self._checkpoint_rows(config, checkpoint, metadata, new_versions)
+        crashes.checkpoint_made(args[0], args[1], args[2])
         on_db_thread(store.put_checkpoint, *args, graph=self.graph, owner=current_owner.get())
+        crashes.checkpoint_stored(args[0], args[1], args[2])
         return saved
 
     def _checkpoint_rows(
@@ -228,11 +231,10 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        on_db_thread(
-            store.put_writes,
-            *self._write_rows(config, writes, task_id, task_path),
-            owner=current_owner.get(),
-        )
+        rows = self._write_rows(config, writes, task_id, task_path)
+        crashes.task_writes(crashpoints.AFTER_TOOL_RETURNED, *rows[:4])
+        on_db_thread(store.put_writes, *rows, owner=current_owner.get())
+        crashes.task_writes(crashpoints.AFTER_STEP_COMMIT, *rows[:4])
 
     def _write_rows(
         self,
@@ -242,19 +244,24 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         task_path: str,
     ) -> tuple[Any, ...]:
         conf = config["configurable"]
-        rows = []
+        # A special write (resume, interrupt, error: one idx per channel) sent twice in
+        # one call keeps the last, as LangGraph's own savers do: a node that calls
+        # interrupt() twice sends RESUME [a] and then RESUME [a, b]. One statement
+        # cannot insert a row twice.
+        by_idx: dict[int, dict[str, Any]] = {}
         for idx, (channel, value) in enumerate(writes):
             kind, data = self.serde.dumps_typed(value)
-            rows.append(
-                {
-                    "task_id": task_id,
-                    "task_path": task_path,
-                    "idx": WRITES_IDX_MAP.get(channel, idx),
-                    "channel": channel,
-                    "type": kind,
-                    "blob": data,
-                }
-            )
+            slot = WRITES_IDX_MAP.get(channel, idx)
+            by_idx.pop(slot, None)
+            by_idx[slot] = {
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": slot,
+                "channel": channel,
+                "type": kind,
+                "blob": data,
+            }
+        rows = list(by_idx.values())
         approvals = [
             spec
             for channel, interrupts in writes

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -35,6 +36,10 @@ RUNNING = Run.Status.RUNNING
 INTERRUPTED = Run.Status.AWAITING_APPROVAL
 IDLE = Run.Status.SUCCEEDED
 FAILED = Run.Status.FAILED
+
+
+# The decider of an approval whose interrupt the graph's caller answered directly.
+ANSWERED_OUTSIDE = "langgraph"
 
 
 class ThreadClosed(Exception):
@@ -163,20 +168,10 @@ def put_checkpoint(
 def _close_answered_approvals(run_id: str, checkpoint_id: str, task_ids: set[str]) -> None:
     """The graph's caller answered these tasks' interrupts with Command(resume=...)
     directly: their approvals leave the inbox (recorded as answered by langgraph)."""
-    from durableruns.langgraph.render import value
-
     ids = set()
-    for kind, blob in (
-        LangGraphWrite.objects.filter(
-            thread_id=run_id, checkpoint_ns="", checkpoint_id=checkpoint_id, channel="__interrupt__"
-        )
-        .filter(task_id__in=task_ids)
-        .values_list("type", "blob")
-    ):
-        shown = value(kind, blob)
-        for item in shown if isinstance(shown, list) else [shown]:
-            if isinstance(item, dict) and isinstance(item.get("value"), dict):
-                ids.add(str(item["value"].get("id", "")))
+    for task in interrupted_tasks(run_id, [checkpoint_id]):
+        if task.task_id in task_ids:
+            ids.update(task.interrupt_ids)
     if not ids:
         return
     Approval.objects.filter(
@@ -184,10 +179,42 @@ def _close_answered_approvals(run_id: str, checkpoint_id: str, task_ids: set[str
     ).update(
         state=Approval.State.EXPIRED,
         decision=Approval.Decision.EXPIRE,
-        decider_name="langgraph",
+        decider_name=ANSWERED_OUTSIDE,
         comment="answered outside durableruns: the graph was resumed by its caller",
         decided_at=Now(),
     )
+
+
+@dataclass(frozen=True)
+class InterruptedTask:
+    """A root task that called interrupt() at a checkpoint, and the interrupts' ids."""
+
+    checkpoint_id: str
+    task_id: str
+    node: str
+    interrupt_ids: frozenset[str]
+
+
+def interrupted_tasks(run_id: str, checkpoint_ids: Sequence[str]) -> list[InterruptedTask]:
+    """The tasks of these root checkpoints that wrote an interrupt (decoded safely)."""
+    from durableruns.langgraph.render import node_of, value
+
+    tasks = []
+    for checkpoint_id, task_id, task_path, kind, blob in (
+        LangGraphWrite.objects.filter(
+            thread_id=run_id, checkpoint_ns="", checkpoint_id__in=checkpoint_ids
+        )
+        .filter(channel="__interrupt__")
+        .values_list("checkpoint_id", "task_id", "task_path", "type", "blob")
+    ):
+        shown = value(kind, blob)
+        ids = frozenset(
+            str(item["value"].get("id", ""))
+            for item in (shown if isinstance(shown, list) else [shown])
+            if isinstance(item, dict) and isinstance(item.get("value"), dict)
+        )
+        tasks.append(InterruptedTask(checkpoint_id, task_id, node_of(task_path), ids))
+    return tasks
 
 
 def _status_of(thread_id: str, row: dict[str, Any]) -> str:
@@ -471,9 +498,13 @@ def _delete_unreferenced_blobs(run_id: str) -> None:
     LangGraphBlob.objects.filter(pk__in=stale).delete()
 
 
-def copy_thread(source: str, target: str, *, up_to: str | None = None) -> str:
+def copy_thread(
+    source: str, target: str, *, up_to: str | None = None, without_tasks: Sequence[str] = ()
+) -> str:
     """Copy the source thread's checkpoints (all, or those of `up_to` and its
-    ancestors in the root namespace, with every subgraph namespace) into `target`."""
+    ancestors in the root namespace, with every subgraph namespace) into `target`.
+    The writes of `without_tasks` at `up_to` are left behind: LangGraph runs those
+    tasks again in the copy (a fork asks their interrupts again)."""
     src = run_id_for(source)
     with transaction.atomic():
         checkpoints = list(LangGraphCheckpoint.objects.filter(thread_id=src))
@@ -483,6 +514,7 @@ def copy_thread(source: str, target: str, *, up_to: str | None = None) -> str:
             checkpoints = _ancestry(checkpoints, up_to)
         dst = touch(target)
         kept = {(c.checkpoint_ns, c.checkpoint_id) for c in checkpoints}
+        dropped = set(without_tasks)
         for row in checkpoints:
             row.pk, row.thread_id = None, dst
         LangGraphCheckpoint.objects.bulk_create(checkpoints, ignore_conflicts=True)
@@ -490,6 +522,7 @@ def copy_thread(source: str, target: str, *, up_to: str | None = None) -> str:
             w
             for w in LangGraphWrite.objects.filter(thread_id=src)
             if (w.checkpoint_ns, w.checkpoint_id) in kept
+            and not (w.checkpoint_ns == "" and w.checkpoint_id == up_to and w.task_id in dropped)
         ]
         for w in writes:
             w.pk, w.thread_id = None, dst
@@ -501,6 +534,20 @@ def copy_thread(source: str, target: str, *, up_to: str | None = None) -> str:
         if up_to is not None:
             _delete_unreferenced_blobs(dst)
         return dst
+
+
+def root_ancestry(run_id: str, checkpoint_id: str) -> list[str]:
+    """`checkpoint_id` and its ancestors in the root namespace, newest first."""
+    parents = dict(
+        LangGraphCheckpoint.objects.filter(thread_id=run_id, checkpoint_ns="").values_list(
+            "checkpoint_id", "parent_checkpoint_id"
+        )
+    )
+    chain, cursor = [], checkpoint_id
+    while cursor in parents and cursor not in chain:
+        chain.append(cursor)
+        cursor = parents[cursor]
+    return chain
 
 
 def _ancestry(checkpoints: list[LangGraphCheckpoint], up_to: str) -> list[LangGraphCheckpoint]:

@@ -21,5 +21,9 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
     except ForkRefused as exc:
         messages.error(request, str(exc))
         return redirect(record)
-    messages.success(request, f"Forked into {child.id}: continue it with LangGraph.")
+    messages.success(
+        request,
+        f"Forked into {child.id}: continue it with LangGraph; an interrupt at that "
+        "checkpoint is asked of a reviewer again.",
+    )
     return redirect(child)
