@@ -2,10 +2,22 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from .web import actions, approvals, langgraph, ledger, login_throttle, monitoring, policies, views
+from .web import (
+    actions,
+    approvals,
+    langgraph,
+    ledger,
+    login_throttle,
+    monitoring,
+    policies,
+    start,
+    views,
+)
 
 urlpatterns = [
     path("", views.runs, name="runs"),
+    # Not runs/new/: "new" is a valid run id.
+    path("runs-new/", start.start_run, name="run-start"),
     path("runs/<str:run_id>/", views.run, name="run"),
     path("approvals/", approvals.inbox, name="approvals"),
     path("approvals/<int:pk>/", approvals.approval, name="approval"),
@@ -27,6 +39,8 @@ urlpatterns = [
     path("login/", login_throttle.login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", monitoring.healthz, name="healthz"),
+    # Pages link the icon; API docs, JSON answers and old browsers ask for this path.
+    path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", monitoring.metrics_page, name="metrics"),
     path("manage/", include(policies.urlpatterns)),
     # The admin pages lived under /admin/ (Django's admin is not used): old links still work.

@@ -44,7 +44,18 @@ class RunSerializer(_ErrorsForRole):
         Run.fill_langgraph_activity([instance])
         return super().to_representation(instance)
 
-    parent = serializers.CharField(source="parent_id", allow_null=True, read_only=True)
+    parent = serializers.CharField(
+        source="parent_id",
+        allow_null=True,
+        read_only=True,
+        help_text="the run this one was forked from",
+    )
+    parent_run = serializers.CharField(
+        source="parent_run_id",
+        allow_null=True,
+        read_only=True,
+        help_text="for a child run (run.child): the run that started it and waits for it",
+    )
     created_by = serializers.CharField(
         source="created_by.username", allow_null=True, default=None, read_only=True
     )
@@ -65,6 +76,8 @@ class RunSerializer(_ErrorsForRole):
             "steps_used",
             "parent",
             "fork_position",
+            "parent_run",
+            "parent_position",
             "sandbox",
             "tokens_in",
             "tokens_out",
@@ -229,7 +242,17 @@ MAX_POSITION = 2**31 - 1
 
 class ForkSerializer(serializers.Serializer):
     position = serializers.IntegerField(
-        min_value=0, max_value=MAX_POSITION, help_text="reuse steps before it, execute from it"
+        min_value=0,
+        max_value=MAX_POSITION,
+        required=False,
+        help_text="reuse steps before it, execute from it (required for a native run)",
+    )
+    checkpoint_id = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="a LangGraph thread's root checkpoint to fork from (required for a "
+        "thread, which takes nothing else: no edits, no reused decisions; an interrupt "
+        "there is asked of a reviewer again)",
     )
     sandbox = serializers.BooleanField(
         default=False, help_text="record write-tool calls without making them"
@@ -262,6 +285,11 @@ class DecideSerializer(serializers.Serializer):
     payload = serializers.JSONField(
         required=False, default=None, help_text="for `edit`: the payload that replaces it"
     )
+
+
+class CancelSerializer(serializers.Serializer):
+    # Checked by services.runs.person_reason, the dashboard's rule (1-500 characters).
+    reason = serializers.CharField(help_text="why (audited); required, as on the dashboard")
 
 
 class ResolveSerializer(serializers.Serializer):

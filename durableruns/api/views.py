@@ -24,9 +24,10 @@ from rest_framework.response import Response
 from .. import roles, validation
 from ..engine import replay
 from ..engine.errors import DurableRunsError
-from ..engine.runs import RunConflict
+from ..engine.runs import RUN_ID_PATTERN, RunConflict
 from ..models import Approval, AuditEvent, Effect, Run
 from ..services import approvals, escalations
+from ..services import langgraph as langgraph_service
 from ..services import runs as runs_service
 from . import serializers as s
 
@@ -122,6 +123,7 @@ def _page_params(*extra: OpenApiParameter) -> list[OpenApiParameter]:
     parameters=_page_params(
         OpenApiParameter("status", OpenApiTypes.STR, enum=Run.Status.values),
         OpenApiParameter("agent", OpenApiTypes.STR),
+        OpenApiParameter("parent", OpenApiTypes.STR, description="a run id: only its child runs"),
     ),
     description="Runs, newest first, with keyset (cursor) pagination.",
 )
@@ -143,6 +145,10 @@ def runs(request: Request) -> Response:
         queryset = queryset.filter(status=state)
     if agent := request.query_params.get("agent"):
         queryset = queryset.filter(agent=agent)
+    if (parent := request.query_params.get("parent")) is not None:
+        if not RUN_ID_PATTERN.match(parent):
+            raise ValidationError({"parent": "must be a run id (1-64 letters, digits, . _ -)"})
+        queryset = queryset.filter(parent_run_id=parent)
     return _page(request, queryset, RunCursor, s.RunSerializer)
 
 
@@ -255,14 +261,21 @@ def _action_result(
 
 @login_not_required
 @extend_schema(
-    request=None,
-    responses={200: s.RunSerializer, **DENIED, **MISSING, **CONFLICT},
-    description="Cancel a run that has not finished; repeating it is harmless.",
+    request=s.CancelSerializer,
+    responses={200: s.RunSerializer, **DENIED, **MISSING, **INVALID, **CONFLICT},
+    description="Cancel a run that has not finished, saying why (audited); repeating it "
+    "is harmless.",
 )
 @api_view(["POST"])
 def run_cancel(request: Request, run_id: str) -> Response:
     run = _operated(request, run_id)
-    done = runs_service.cancel(run, user=request.user)
+    form = s.CancelSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    try:
+        reason = runs_service.person_reason(form.validated_data["reason"])
+    except runs_service.ReasonRequired as exc:
+        raise ValidationError({"reason": str(exc)}) from None
+    done = runs_service.cancel(run, user=request.user, reason=reason)
     return _action_result(request, run, done, (Run.Status.CANCELLED,), "cancelled")
 
 
@@ -288,7 +301,8 @@ def run_resume(request: Request, run_id: str) -> Response:
     request=s.ForkSerializer,
     responses={201: s.RunSerializer, **DENIED, **MISSING, **INVALID},
     description="A new run reusing the recorded steps before `position`, optionally with "
-    "an edited input or an edited output of the last reused step.",
+    "an edited input or an edited output of the last reused step. A LangGraph thread "
+    "forks from `checkpoint_id` instead, with nothing else: no edits, no reused decisions.",
 )
 @api_view(["POST"])
 def run_fork(request: Request, run_id: str) -> Response:
@@ -296,6 +310,10 @@ def run_fork(request: Request, run_id: str) -> Response:
     form = s.ForkSerializer(data=request.data)
     form.is_valid(raise_exception=True)
     data = form.validated_data
+    if run.kind == Run.Kind.LANGGRAPH:
+        return _fork_thread(request, run, data)
+    if "position" not in data:
+        raise ValidationError({"position": ["This field is required to fork a native run."]})
     try:
         child = runs_service.fork(
             run,
@@ -308,6 +326,30 @@ def run_fork(request: Request, run_id: str) -> Response:
             output=data.get("output", replay.KEEP_OUTPUT),
         )
     except replay.ForkError as exc:
+        return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
+    return Response(
+        s.RunSerializer(child, context={"request": request}).data, status=http.HTTP_201_CREATED
+    )
+
+
+def _fork_thread(request: Request, run: Run, data: dict[str, Any]) -> Response:
+    """A LangGraph thread forks from a checkpoint and takes nothing else: an edit, a
+    resume value or a reused decision would be a decision nobody made
+    (services.langgraph.fork_thread). Unknown keys are refused too, not ignored."""
+    sent = request.data.keys() if hasattr(request.data, "keys") else ()
+    extra = sorted(
+        str(k)[:40]
+        for k in sent
+        if k != "checkpoint_id" and not (k in ("sandbox", "reuse_approvals") and not data[k])
+    )
+    if extra or "checkpoint_id" not in data:
+        detail = "a LangGraph thread forks from a checkpoint_id only"
+        if extra:
+            detail += f" (not {', '.join(extra)}: the fork asks its interrupts again instead)"
+        return Response({"detail": detail}, status=http.HTTP_400_BAD_REQUEST)
+    try:
+        child = langgraph_service.fork_thread(run, data["checkpoint_id"], user=request.user)
+    except langgraph_service.ForkRefused as exc:
         return Response({"detail": str(exc)}, status=http.HTTP_400_BAD_REQUEST)
     return Response(
         s.RunSerializer(child, context={"request": request}).data, status=http.HTTP_201_CREATED

@@ -50,7 +50,12 @@ class AlreadyDecided(DecisionRefused):
 
 
 class InvalidEdit(DecisionRefused):
-    """The edited payload is not a JSON object, or does not match the agent's schema."""
+    """The edited payload is not a JSON object, or does not match the agent's schema;
+    `field` names the top-level key at fault, if one is ("" otherwise)."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class FourEyesRefused(DecisionRefused):
@@ -83,7 +88,7 @@ def decide(
         _refuse_changed(approval, payload)
     comment = _reason(decision, comment)
     edited = validated_edit(approval, payload) if decision == "edit" else None
-    if approval.four_eyes and decision not in ("reject", "respond") and _started_by(approval, user):
+    if approval.four_eyes and decision in APPROVING and _started_by(approval, user):
         raise FourEyesRefused("you started this run; another reviewer must approve it")
     _check_claim(approval, user)
     changes = {
@@ -115,7 +120,8 @@ def _refuse_changed(approval: Approval, payload: Any) -> None:
         )
 
 
-STATE_AFTER = {"reject": State.REJECTED, "respond": State.RESPONDED}
+APPROVING = ("approve", "edit")  # what four-eyes keeps from the run's starter
+STATE_AFTER = {"reject": State.REJECTED, "respond": State.RESPONDED, "ignore": State.IGNORED}
 NEEDS_WORDS = {
     "reject": "a rejection needs a reason (the agent and the audit log get it)",
     "respond": "write the answer the agent should get",
@@ -180,7 +186,9 @@ def claim(approval: Approval, *, user: Any, assignee: Any) -> Approval:
 
 def decided() -> Any:
     """Decided approvals, newest decision first (the inbox's history)."""
-    rows = Approval.objects.exclude(state=State.PENDING).select_related("run", "claimed_by")
+    rows = Approval.objects.exclude(state=State.PENDING).select_related(
+        "run", "run__parent_run", "claimed_by"
+    )
     return rows.order_by("-decided_at", "-pk")
 
 
@@ -210,7 +218,8 @@ def validated_edit(approval: Approval, payload: Any) -> Any:
             limits = describe_limits(exc.schema) if isinstance(exc.schema, dict) else ""
             allowed = f" (allowed: {limits})" if limits else ""
             raise InvalidEdit(
-                f"the edited payload does not fit: {where}: {exc.message}{allowed}"
+                f"the edited payload does not fit: {where}: {exc.message}{allowed}",
+                field=str(exc.absolute_path[0]) if exc.absolute_path else "",
             ) from None
     return store.normalise(store.redact(payload))
 
@@ -296,9 +305,8 @@ def expire_due(batch: int = 100) -> int:
 def pending() -> Any:
     """Pending approvals of runs still waiting, oldest first (the inbox)."""
     return (
-        Approval.objects.filter(state=State.PENDING)
-        .exclude(run__status__in=list(Run.TERMINAL))
-        .select_related("run", "claimed_by")
+        Approval.objects.filter(state=State.PENDING, run__status__in=Run.NOT_TERMINAL)
+        .select_related("run", "run__parent_run", "claimed_by")
         .order_by("created_at", "pk")
     )
 

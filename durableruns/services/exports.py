@@ -61,6 +61,7 @@ _STEP_FIELDS = (
     "attempts",
     "attempt_times",
     "schema_version",
+    "fan_out",
 )
 _APPROVAL_FIELDS = (
     "position",
@@ -365,13 +366,18 @@ def _secrets(obj: Mapping[str, Any], where: str) -> str:
 
 
 def _attempt_times(obj: Mapping[str, Any], name: str, where: str) -> Any:
-    """Failed attempts' [[started, finished], ...]; absent in documents from before them."""
+    """Failed attempts' [[started, finished, error], ...] (documents from before errors
+    were kept have [started, finished]); absent in documents from before them."""
     value = obj.get(name)
-    pairs = value if isinstance(value, list) else [None]
+    items = value if isinstance(value, list) else [None]
     if value is not None and not all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(t, str) for t in p) for p in pairs
+        isinstance(p, list) and len(p) in (2, 3) and all(isinstance(t, str) for t in p)
+        for p in items
     ):
-        raise ExportError(f"{where}: field {name!r} must be a list of [started, finished]")
+        raise ExportError(
+            f"{where}: field {name!r} must be a list of [started, finished] or "
+            "[started, finished, error]"
+        )
     return value
 
 
@@ -393,7 +399,19 @@ def _step_record(step: Mapping[str, Any], run: Run) -> Step:
         started_at=_time(step, "started_at", "step"),
         finished_at=_time(step, "finished_at", "step"),
         schema_version=int(step.get("schema_version") or 0),
+        fan_out=_fan_out(step),
     )
+
+
+def _fan_out(step: Mapping[str, Any]) -> int | None:
+    """A branch's fan-out: a position at or before its own (absent before fan-outs)."""
+    value = step.get("fan_out")
+    if value is None:
+        return None
+    position = step["position"]
+    if type(value) is not int or not 0 <= value <= position:
+        raise ExportError(f"step {position}: 'fan_out' must be a position up to its own")
+    return value
 
 
 def _effect_record(effect: Mapping[str, Any], run: Run) -> Effect:
@@ -440,7 +458,8 @@ def history_from_export(doc: Mapping[str, Any]) -> tuple[Run, dict[int, Step]]:
 
 # A run imported in one of these states would be executed by this database's workers
 # at once; it waits instead (no wake-up time), until an operator resumes it on purpose.
-_HELD_ON_IMPORT = (Run.Status.QUEUED, Run.Status.RUNNING)
+# (An imported parent waiting for child runs has none here: the sweeper would wake it.)
+_HELD_ON_IMPORT = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_CHILD)
 _UNFINISHED = (
     *_HELD_ON_IMPORT,
     Run.Status.WAITING,

@@ -5,7 +5,7 @@ audited in the same transaction as the change."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 
 from .. import roles
-from ..engine import doorbell, replay
+from ..engine import children, doorbell, replay
 from ..engine.runs import start_run
 from ..models import Approval, Effect, Run, Step
 from . import audit
@@ -23,6 +23,19 @@ from .exports import history_from_export
 
 Status = Run.Status
 RESUMABLE = (Status.FAILED, Status.CANCELLED, Status.WAITING)
+REASON_MAX = 500
+
+
+class ReasonRequired(ValueError):
+    """A person cancelling a run (on its page, in bulk, through the API) says why."""
+
+
+def person_reason(text: Any) -> str:
+    """The reason a person gave, checked the same way everywhere it is asked for."""
+    reason = str(text or "").strip()
+    if not reason or len(reason) > REASON_MAX or "\x00" in reason:
+        raise ReasonRequired(f"give a reason (1 to {REASON_MAX} characters); it is audited")
+    return reason
 
 
 def start(
@@ -44,34 +57,54 @@ def start(
 
 
 def cancel(run: Run, *, user: Any, reason: str = "") -> bool:
-    """Stop a run that has not finished. Bumping the fence makes a worker that is
-    executing it now fail its next write, so it stops before its next effect."""
+    """Stop a run that has not finished, and its unfinished child runs with it (at every
+    depth, each audited). Bumping the fence makes a worker that is executing it now
+    fail its next write, so it stops before its next effect. A cancelled child run's
+    parent is woken: its step fails with dr.ChildRunCancelled."""
     with transaction.atomic():
-        changed = (
-            Run.objects.filter(pk=run.pk)
-            .exclude(status__in=Run.TERMINAL)
-            .update(
-                status=Status.CANCELLED,
-                fence=F("fence") + 1,
-                lease_owner="",
-                lease_expires_at=None,
-                wake_at=None,
-                finished_at=Now(),
-                updated_at=Now(),
-            )
-        )
+        changed = _cancel_one(run, user, reason)
         if changed:
-            closed = _close_pending_approvals(run, user)
-            audit.record(
-                user,
-                "run.cancel",
-                run,
-                before={"status": run.status},
-                after=_with_reason(
-                    {"status": Status.CANCELLED, "closed_approvals": closed}, reason
-                ),
-            )
+            _cancel_descendants(run, user)
+            children.wake_parent(run.parent_run_id)
+    return changed
+
+
+def _cancel_one(run: Run, user: Any, reason: str) -> bool:
+    changed = (
+        Run.objects.filter(pk=run.pk)
+        .exclude(status__in=Run.TERMINAL)
+        .update(
+            status=Status.CANCELLED,
+            fence=F("fence") + 1,
+            lease_owner="",
+            lease_expires_at=None,
+            wake_at=None,
+            finished_at=Now(),
+            updated_at=Now(),
+        )
+    )
+    if changed:
+        closed = _close_pending_approvals(run, user)
+        audit.record(
+            user,
+            "run.cancel",
+            run,
+            before={"status": run.status},
+            after=_with_reason({"status": Status.CANCELLED, "closed_approvals": closed}, reason),
+        )
     return bool(changed)
+
+
+def _cancel_descendants(run: Run, user: Any) -> None:
+    """Parent before child, level by level (child ids derive from their parent's, so
+    the links never loop)."""
+    level = [run.pk]
+    while level:
+        found = list(Run.objects.filter(parent_run_id__in=level).order_by("pk"))
+        for child in found:
+            if not child.is_terminal:
+                _cancel_one(child, user, f"cancelled with its parent run {child.parent_run_id}")
+        level = [child.pk for child in found]
 
 
 def _close_pending_approvals(run: Run, user: Any) -> list[int]:
@@ -94,10 +127,20 @@ REDACTED = (
 )
 
 
+def is_resumable(status: str, effect_states: Iterable[str], *, redacted: bool) -> bool:
+    """The rule: failed, cancelled or waiting runs, and escalated ones with no unknown
+    effect left (resolved, but not woken: e.g. resolved by a version before this check
+    existed); never a run retention redacted (see REDACTED). `resumable()` states the
+    same rule in SQL (tests/web/test_resumable_rule.py holds them together)."""
+    if redacted:
+        return False
+    if status == Status.ESCALATED:
+        return Effect.State.UNKNOWN not in effect_states
+    return status in RESUMABLE
+
+
 def resumable() -> Q:
-    """Failed, cancelled or waiting runs, and escalated ones with no unknown effect left
-    (resolved, but not woken: e.g. resolved by a version before this check existed);
-    never a run retention redacted (see REDACTED)."""
+    """`is_resumable`, as a filter on runs."""
     unknown = Effect.objects.filter(run_id=OuterRef("pk"), state=Effect.State.UNKNOWN)
     statuses = Q(status__in=RESUMABLE) | (Q(status=Status.ESCALATED) & ~Exists(unknown))
     return statuses & Q(redacted_at__isnull=True)
@@ -152,7 +195,12 @@ class ForkApprovals:
     a guarded effect receives, so every approval it copies that said yes is asked again
     (`required`). An unedited fork that executes guarded effects again asks again too,
     unless a forker who may approve reuses the decision (`reusable`); a four-eyes
-    approval is never reused, since the forker starts the fork."""
+    approval is never reused, since the forker starts the fork.
+
+    A LangGraph thread's fork (services.langgraph.fork_thread) follows the same rule
+    more strictly, since no ledger says which nodes a decision guards: it takes no
+    edits and reuses no decision; an interrupt at the fork checkpoint is asked again,
+    and a checkpoint after a decision that said yes (`said_yes`) cannot be forked."""
 
     required: tuple[Step, ...] = ()
     reusable: tuple[Step, ...] = ()
@@ -179,7 +227,7 @@ def fork_approvals(
     edited = before[-1] if edits_output and before and before[-1].position == position - 1 else None
     required = [edited] if edited else []
     if edits and not sandbox:
-        required += [step for step in before if step is not edited and _said_yes(step)]
+        required += [step for step in before if step is not edited and said_yes(step.result)]
         return ForkApprovals(tuple(required), (), edited)
     guarding = replay.approvals_to_ask_again(run, position, sandbox=sandbox)
     required += [step for step in guarding if _four_eyes(step)]
@@ -187,8 +235,11 @@ def fork_approvals(
     return ForkApprovals(tuple(required), reusable, edited)
 
 
-def _said_yes(step: Step) -> bool:
-    return isinstance(step.result, dict) and step.result.get("approved") is True
+def said_yes(outcome: Any) -> bool:
+    """Whether a recorded approval outcome (engine.gates.outcome_of) let effects run:
+    the decision a fork may not carry without asking again (native runs and LangGraph
+    threads alike, services.langgraph.fork_thread)."""
+    return isinstance(outcome, dict) and outcome.get("approved") is True
 
 
 def _four_eyes(step: Step) -> bool:

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from ..engine import runs, store
+from ..engine import children, runs, store
 from ..models import SweeperBeat
 from . import approvals
 
@@ -54,9 +54,10 @@ _DEPOSE = (
 
 
 def sweep(batch: int = 500, swept_by: str = "") -> int:
-    """Expire overdue approvals, then ring every run that needs it; returns how many.
-    Decisions (and expiries) wake their runs themselves."""
-    rung = approvals.expire_due() + runs.ring_due(batch)
+    """Expire overdue approvals, wake parents whose children finished unnoticed (a
+    crash between a child's end and its parent's wake), then ring every run that needs
+    it; returns how many. Decisions (and expiries) wake their runs themselves."""
+    rung = approvals.expire_due() + children.wake_stranded(batch) + runs.ring_due(batch)
     SweeperBeat.objects.update_or_create(
         id=1,
         defaults={"swept_at": timezone.now(), "swept_by": swept_by[:200], "runs_rung": rung},

@@ -35,7 +35,6 @@ from .views import refused_filters, run_context
 # (the confirmation page chains them with htmx and shows the progress).
 BULK_LIMIT = 500
 MAX_INPUT_TEXT = 100_000
-MAX_REASON = 500
 
 
 def _fork_from_failure(record: Run, *, user: Any, reason: str = "") -> bool:
@@ -75,15 +74,25 @@ def _after_action(request: HttpRequest, record: Run) -> HttpResponse:
     return redirect(record)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @roles.permission_required(roles.OPERATE_RUNS)
 def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    """GET: the confirmation, asking why (as bulk cancel and the API do); POST: cancel."""
     record = get_object_or_404(Run, pk=run_id)
-    if operations.cancel(record, user=request.user, reason=request.POST.get("reason", "")[:500]):
+    context = {"run": record, "reason": request.POST.get("reason", "").strip()}
+    context["children"] = record.children.exclude(status__in=Run.TERMINAL).count()
+    if request.method == "GET":
+        return render(request, "durableruns/run_cancel.html", context)
+    try:
+        reason = operations.person_reason(request.POST.get("reason"))
+    except operations.ReasonRequired as exc:
+        context["reason_error"] = f"Not cancelled: {exc}."
+        return render(request, "durableruns/run_cancel.html", context, status=400)
+    if operations.cancel(record, user=request.user, reason=reason):
         messages.success(request, f"Cancelled run {record.id}.")
     else:
         messages.info(request, f"Run {record.id} had already finished; nothing to cancel.")
-    return _after_action(request, record)
+    return redirect(record)
 
 
 @require_POST
@@ -129,12 +138,13 @@ def bulk(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Nothing selected: tick the runs to act on first.")
         return redirect(f"{reverse('runs')}?{target[2].query()}")
     action, scope, filters, queryset = target
-    reason = query.get("reason", "").strip()
     context = _confirmation(action, scope, filters, queryset, query)
     if request.method == "GET":
         return render(request, "durableruns/runs_bulk.html", context)
-    if not reason or len(reason) > MAX_REASON or "\x00" in reason:
-        context["reason_error"] = f"Give a reason (1 to {MAX_REASON} characters); it is audited."
+    try:
+        reason = operations.person_reason(query.get("reason"))
+    except operations.ReasonRequired as exc:
+        context["reason_error"] = f"{str(exc).capitalize()}."
         return render(request, "durableruns/runs_bulk.html", context, status=400)
     return _apply_bulk(request, action, filters, queryset, reason)
 
@@ -153,7 +163,7 @@ def _confirmation(
         "sample": list(eligible.order_by("created_at", "id")[:20]),
         "selected": query.getlist("run")[:BULK_LIMIT],
         "limit": BULK_LIMIT,
-        "reason": query.get("reason", "").strip()[:MAX_REASON],
+        "reason": query.get("reason", "").strip()[: operations.REASON_MAX],
     }
 
 
@@ -203,6 +213,9 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
         "input_text": input_text,
         "output_text": output_text,
         "can_approve": request.user.has_perm(roles.DECIDE_APPROVALS),
+        # A sandbox first: a fork calls no write tool unless the operator unticks it.
+        "sandbox": request.method == "GET" or query.get("sandbox") == "on",
+        "reason": query.get("reason", "").strip()[: operations.REASON_MAX],
     }
     try:
         edited = _edited_input(record, input_text)
@@ -214,11 +227,11 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
                 record,
                 position,
                 user=request.user,
-                sandbox=query.get("sandbox") == "on",
+                sandbox=context["sandbox"],
                 reuse_approvals=query.get("reuse_approvals") == "on",
                 input=edited,
                 output=output,
-                reason=query.get("reason", "").strip()[:500],
+                reason=_fork_reason(query),
             )
             messages.success(request, said)
             return redirect(child)
@@ -231,6 +244,13 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
         context["error"] = str(exc)
         return render(request, "durableruns/run_fork.html", _fork_form(context, record), status=400)
     return render(request, "durableruns/run_fork.html", _fork_form(context, record, edited))
+
+
+def _fork_reason(query: QueryDict) -> str:
+    try:
+        return operations.person_reason(query.get("reason"))
+    except operations.ReasonRequired as exc:
+        raise ForkError(f"not forked: {exc}") from None
 
 
 def _forked(record: Run, position: int, edited: Any, output: Any) -> str:

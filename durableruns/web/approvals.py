@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -25,28 +25,27 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import roles, validation
+from ..engine import registry
+from ..langgraph.serde import thread_bytes
 from ..models import Approval, Run
 from ..services.approvals import (
     AlreadyDecided,
     DecisionRefused,
     FourEyesRefused,
+    InvalidEdit,
     claim,
     decide,
     decided,
     pending,
 )
-from . import schema_form
+from . import live, schema_form
 
 TEMPLATE = "durableruns/inbox.html"
 INBOX_SIZE = 20
-VERBS = {
-    "approve": "Approved",
-    "edit": "Edited and approved",
-    "reject": "Rejected",
-    "respond": "Answered",
-}
 AGES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
 SORTS = ("oldest", "newest")
+# Cards a poll reports on: a page shows INBOX_SIZE and appends what arrives.
+MAX_SHOWN = 200
 
 
 @dataclass
@@ -80,7 +79,10 @@ class InboxFilters:
             rows = rows.filter(created_at__lte=timezone.now() - AGES[self.age])
         if self.q:
             rows = rows.filter(
-                Q(name__icontains=self.q) | Q(summary__icontains=self.q) | Q(run_id=self.q)
+                Q(name__icontains=self.q)
+                | Q(summary__icontains=self.q)
+                | Q(run__id__startswith=self.q)  # as the Runs search: an id's first characters
+                | Q(run__langgraph_thread__thread_id_bytes=thread_bytes(self.q))
             )
         stamp = "created_at" if self.view == "pending" else "decided_at"
         order = (stamp, "pk") if self.sort == "oldest" else (f"-{stamp}", "-pk")
@@ -101,20 +103,18 @@ class InboxFilters:
 def inbox(request: HttpRequest) -> HttpResponse:
     filters = InboxFilters.from_query(request.GET)
     rows = filters.rows()
-    newest_pk = rows.aggregate(newest=Max("pk"))["newest"] or 0
     after = request.GET.get("after", "")
     if request.htmx and after and filters.view == "pending":
-        since = validation.integer(after, "after")
-        return _new_since(request, filters, rows.filter(pk__gt=since), newest_pk)
+        return _poll(request, filters, rows, validation.integer(after, "after"))
     paged = Paginator(rows, INBOX_SIZE).get_page(request.GET.get("page"))
+    shown = list(paged.object_list)
     context = {
-        "approvals": list(paged.object_list),
+        "approvals": shown,
         "paged": paged,
-        "newest_pk": newest_pk,
+        "newest_pk": _newest(rows),
+        "live_version": live.inbox_version([a.pk for a in shown if a.is_pending])[0],
         "filters": filters,
-        "agents": sorted(
-            set(Run.objects.filter(approvals__isnull=False).values_list("agent", flat=True))
-        ),
+        "agents": sorted({a.name for a in registry.agents()} | ({filters.agent} - {""})),
         "starters": _starters(),
         "pending_count": pending().count(),
         "single": False,
@@ -123,15 +123,31 @@ def inbox(request: HttpRequest) -> HttpResponse:
     return render(request, TEMPLATE, context)
 
 
-def _new_since(
-    request: HttpRequest, filters: InboxFilters, rows: QuerySet[Approval], newest_pk: int
+def _newest(rows: QuerySet[Approval]) -> int:
+    # ORDER BY ... LIMIT 1, not MAX(): the planner walks the pending index backwards and
+    # stops at the first match, where MAX() over the join reads every pending approval.
+    return rows.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+def _poll(
+    request: HttpRequest, filters: InboxFilters, rows: QuerySet[Approval], since: int
 ) -> HttpResponse:
-    """The poll's answer: only approvals that arrived since the page's newest, appended."""
-    new = list(rows.order_by("pk")[:INBOX_SIZE])
+    """The poll's answer: 204 when nothing changed; else only the approvals that arrived
+    since the page's newest (appended) and the shown ones that left the queue (swapped
+    for their decided card), with the pending count."""
+    shown = [validation.integer(pk, "shown") for pk in request.GET.getlist("shown")[:MAX_SHOWN]]
+    version, gone = live.inbox_version(shown)
+    if live.unchanged(request, version):
+        return HttpResponse(status=204)
+    new = list(rows.filter(pk__gt=since).order_by("pk")[:INBOX_SIZE])
+    # What the page shows once this answer is swapped in, for the next poll's version.
+    showing = [pk for pk in shown if pk not in gone] + [a.pk for a in new]
     context = {
         "approvals": new,
+        "removed": Approval.objects.filter(pk__in=gone).select_related("run", "claimed_by"),
         "filters": filters,
-        "newest_pk": max([newest_pk, *(a.pk for a in new)]),
+        "newest_pk": max([since, *(a.pk for a in new)]),
+        "live_version": live.inbox_version(showing)[0],
         "new_count": len(new),
         "pending_count": pending().count(),
     }
@@ -139,14 +155,17 @@ def _new_since(
 
 
 def _starters() -> list[str]:
-    users = get_user_model().objects.filter(run__approvals__isnull=False).distinct()
+    """Users who started a run: one index probe per user (a join through every run
+    with an approval read 100,000 rows)."""
+    started = Run.objects.filter(created_by=OuterRef("pk"))
+    users = get_user_model().objects.filter(Exists(started))
     return sorted(users.values_list("username", flat=True))
 
 
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def approval(request: HttpRequest, pk: int) -> HttpResponse:
-    found = get_object_or_404(Approval.objects.select_related("run"), pk=pk)
+    found = get_object_or_404(Approval.objects.select_related("run", "run__parent_run"), pk=pk)
     context = {"approvals": [found], "pending_count": pending().count(), "single": True}
     return render(request, TEMPLATE, context)
 
@@ -160,7 +179,9 @@ def decide_approval(request: HttpRequest, pk: int) -> HttpResponse:
         payload = _edited_payload(request, found) if decision == "edit" else None
         payload = _changed_edit(request, found) if decision == "approve" else payload
     except schema_form.FieldError as exc:
-        return _refused(request, found, str(exc), status=400, payload=None)
+        fields = schema_form.fields_for(found.schema, found.payload) or []
+        typed = schema_form.as_typed(fields, request.POST, found.payload)
+        return _refused(request, found, str(exc), status=400, payload=typed, field=exc.field)
     try:
         decided = decide(
             found,
@@ -177,9 +198,10 @@ def decide_approval(request: HttpRequest, pk: int) -> HttpResponse:
     except FourEyesRefused as exc:
         return _refused(request, found, str(exc), status=403, payload=payload)
     except DecisionRefused as exc:
-        return _refused(request, found, str(exc), status=400, payload=payload)
+        field = exc.field if isinstance(exc, InvalidEdit) else ""
+        return _refused(request, found, str(exc), status=400, payload=payload, field=field)
     return _answer(
-        request, decided, notice=f"{VERBS[decision]}: {decided.name} (run {decided.run_id})."
+        request, decided, notice=f"{decided.decided_as}: {decided.name} (run {decided.run_id})."
     )
 
 
@@ -247,13 +269,24 @@ def _answer(
 
 
 def _refused(
-    request: HttpRequest, approval: Approval, error: str, *, status: int, payload: Any
+    request: HttpRequest,
+    approval: Approval,
+    error: str,
+    *,
+    status: int,
+    payload: Any,
+    field: str = "",
 ) -> HttpResponse:
+    """The card again with the error, what was typed, and `field` (if one is at fault)
+    marked invalid with the error beside it."""
     # htmx swaps 4xx validation answers too (static/durableruns/htmx-errors.js), so
     # both get the error with its real status; htmx only gets the card.
     if request.htmx:
-        return _card(request, approval, status=status, error=error, typed_payload=payload)
+        return _card(
+            request, approval, status=status, error=error, typed_payload=payload, error_field=field
+        )
     context = {
+        "error_field": field,
         "approvals": [approval],
         "pending_count": pending().count(),
         "single": True,

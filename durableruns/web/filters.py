@@ -18,11 +18,12 @@ from django.db.models.functions import Upper
 from django.http import QueryDict
 from django.utils.http import urlencode
 
+from ..engine.runs import RUN_ID_PATTERN
 from ..models import Effect, Run
 from ..validation import InvalidInput
 from ..validation import moment as valid_moment
 
-FIELDS = ("status", "agent", "version", "since", "until", "q", "error", "input")
+FIELDS = ("status", "agent", "version", "since", "until", "q", "error", "input", "parent")
 MAX_TEXT = 255
 MAX_INPUT = 1000
 
@@ -50,6 +51,7 @@ class RunFilters:
     q: str = ""
     error: str = ""
     input: str = ""
+    parent: str = ""  # a run id: list its child runs (engine/children.py)
     _ids: list[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -67,6 +69,10 @@ class RunFilters:
             values["status"] = ""
         if values["input"]:
             _input_object(values["input"])
+        if values["parent"] and not RUN_ID_PATTERN.match(values["parent"]):
+            raise FilterError(
+                "the parent filter must be a run id (1-64 letters, digits, '.', '_' or '-')"
+            )
         return cls(**values)
 
     @classmethod
@@ -102,6 +108,8 @@ class RunFilters:
             )
         if self.input:
             queryset = _input_contains(queryset, _input_object(self.input))
+        if self.parent:
+            queryset = queryset.filter(parent_run_id=self.parent)
         return queryset
 
     def _searched_ids(self) -> list[str]:
@@ -136,8 +144,9 @@ class RunFilters:
             "q": "run id starts with, or idempotency key is, {}",
             "error": "error contains {}",
             "input": "input contains {}",
+            "parent": "child run of {}",
         }
-        parts = [words[name].format(repr(value)) for name, value in self.items()]
+        parts = [words[name].format(_shown(name, value)) for name, value in self.items()]
         return "; ".join(parts) if parts else "no filter: every run"
 
     def items(self) -> list[tuple[str, str]]:
@@ -148,6 +157,14 @@ class RunFilters:
         values = dict(self.items())
         values.update(overrides)
         return urlencode({k: v for k, v in values.items() if v})
+
+
+def _shown(name: str, value: str) -> str:
+    """A filter value as a person reads it: a status by its label ("awaiting approval"),
+    anything typed quoted as typed."""
+    if name == "status" and value in Run.Status.values:
+        return str(Run.Status(value).label).lower()
+    return repr(value)
 
 
 def _input_object(text: str) -> dict[str, Any]:

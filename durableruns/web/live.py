@@ -9,9 +9,10 @@ The version is one query of index probes, whatever the run's length.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
-from django.db.models import CharField, Count, Max, OuterRef, Subquery
-from django.db.models.functions import Cast, Concat
+from django.db.models import CharField, Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Cast, Coalesce, Concat
 from django.http import HttpRequest
 
 from ..models import (
@@ -36,7 +37,10 @@ def run_version(record: Run) -> str:
       an escalation resolved while others of the run are still unknown);
     - its newest step and newest effect: both are appended in order, and an older
       effect changes only with the run row (a retry, an escalation) or a new step;
+      the branches of a fan-out commit in any order, so the steps and effects of the
+      newest step's fan-out are counted too (an index range as wide as the fan-out);
     - its approvals (a handful per run) and the newest audit event on the run;
+    - its child runs (engine/children.py): how many, and the newest change to one;
     - for a LangGraph thread, its newest root checkpoint and the writes against it (a
       checkpoint that keeps the thread's status does not touch the run row).
 
@@ -50,6 +54,7 @@ def run_version(record: Run) -> str:
     )
     approvals = Approval.objects.filter(run_id=OuterRef("pk")).values("run_id")
     audit = AuditEvent.objects.filter(target_type="run", target_id=OuterRef("pk"))
+    kids = Run.objects.filter(parent_run_id=OuterRef("pk")).order_by().values("parent_run_id")
     checkpoint = LangGraphCheckpoint.objects.filter(thread_id=OuterRef("pk"), checkpoint_ns="")
     newest_checkpoint = checkpoint.order_by("-checkpoint_id").values("checkpoint_id")[:1]
     writes = LangGraphWrite.objects.filter(
@@ -57,9 +62,18 @@ def run_version(record: Run) -> str:
         checkpoint_ns="",
         checkpoint_id=OuterRef("checkpoint_id"),
     )
+    since = {"run_id": OuterRef("pk"), "position__gte": OuterRef("fan_out_start")}
     row = (
         Run.objects.filter(pk=record.pk)
         .annotate(
+            fan_out_start=Coalesce(
+                Subquery(newest_step.values("fan_out")[:1]),
+                Subquery(newest_step.values("position")[:1]),
+            )
+        )
+        .annotate(
+            fan_out_steps=_count(Step.objects.filter(**since)),
+            fan_out_effects=_count(Effect.objects.filter(**since)),
             newest_step=Subquery(newest_step.values("position")[:1]),
             newest_step_at=Subquery(newest_step.values("finished_at")[:1]),
             newest_effect=Subquery(newest_effect.values("position")[:1]),
@@ -75,6 +89,21 @@ def run_version(record: Run) -> str:
                 ).values("t")[:1]
             ),
             newest_audit=Subquery(audit.order_by("-pk").values("pk")[:1]),
+            children_seen=Subquery(
+                kids.annotate(
+                    t=Concat(
+                        Cast(Count("pk"), CharField()),
+                        # Statuses too: an update in the same transaction keeps updated_at.
+                        *(
+                            Cast(Count("pk", filter=Q(status__in=bucket)), CharField())
+                            for bucket in CHILD_BUCKETS
+                        ),
+                        Cast(Max("updated_at"), CharField()),
+                        Cast(Sum("steps_used"), CharField()),
+                        output_field=CharField(),
+                    )
+                ).values("t")[:1]
+            ),
             newest_checkpoint=Subquery(newest_checkpoint),
             checkpoint_writes=Subquery(
                 checkpoint.order_by("-checkpoint_id")
@@ -90,14 +119,42 @@ def run_version(record: Run) -> str:
     return hashlib.blake2b(repr(row).encode(), digest_size=8).hexdigest()
 
 
+def _count(rows: QuerySet[Any]) -> Subquery:
+    return Subquery(rows.order_by().values("run_id").annotate(n=Count("pk")).values("n")[:1])
+
+
 VERSIONED_FIELDS = (
     "status", "updated_at", "fence", "leases_taken", "steps_used", "wake_at",
     "retry_attempts", "legal_hold", "redacted_at", "tokens_in", "tokens_out",
     "newest_step", "newest_step_at", "newest_effect", "newest_effect_text",
     "approvals_seen", "newest_audit", "newest_checkpoint", "checkpoint_writes",
+    "children_seen", "fan_out_steps", "fan_out_effects",
 )  # fmt: skip
+
+
+# A change of a child run between these groups of statuses changes its parent's page.
+CHILD_BUCKETS = (
+    list(Run.TERMINAL),
+    [Run.Status.AWAITING_APPROVAL, Run.Status.ESCALATED, Run.Status.AWAITING_CHILD],
+    [Run.Status.RUNNING],
+)
 
 
 def unchanged(request: HttpRequest, version: str) -> bool:
     """The poll comes from a page that already shows this version."""
     return bool(request.htmx) and request.headers.get(HEADER) == version
+
+
+def inbox_version(shown: list[int]) -> tuple[str, list[int]]:
+    """The inbox poll's version and the shown approvals that left the queue.
+
+    Three index probes, whatever the number pending: the newest pending approval (a new
+    one arrived), the newest decision anywhere (the pending count moved) and which of
+    the cards the page shows are no longer pending."""
+    pending = Approval.objects.filter(state=Approval.State.PENDING)
+    newest = pending.aggregate(newest=Max("pk"))["newest"]
+    decided = Approval.objects.exclude(state=Approval.State.PENDING)
+    latest = decided.aggregate(latest=Max("decided_at"))["latest"]
+    gone = sorted(decided.filter(pk__in=shown).values_list("pk", flat=True)) if shown else []
+    text = repr((newest, latest, gone))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest(), gone

@@ -13,7 +13,9 @@ browser, and attempts are counted in two separate worlds.
   against spraying random usernames: each costs a password hash).
 
 So a username attacked from everywhere is locked only for unknown browsers, and an
-address spraying usernames is refused before its passwords are hashed. The price: the
+address spraying usernames is refused before its passwords are hashed; from unknown
+browsers an address has one password check in flight at a time, so however many
+connections it opens, it makes the site hash on one core at most. The price: the
 owner on a new browser waits out the window (the 429 says so), or signs in from a
 browser they used before.
 
@@ -34,6 +36,7 @@ import math
 import secrets
 import time
 import unicodedata
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -50,12 +53,24 @@ log = logging.getLogger(__name__)
 USER_FACTOR = 4  # a username from anywhere may fail this many times the per-address limit
 DEVICE_SALT = "durableruns.login.device"
 DEVICE_AGE = 180 * 24 * 3600  # seconds a browser stays known after its last login
-_login_view = auth_views.LoginView.as_view()
+CHECK_CLAIM_SECONDS = 30  # far longer than one password hash; frees a dead process's claim
+
+
+class _LoginView(auth_views.LoginView):
+    def get_redirect_url(self) -> str:
+        # The site's root is the address people type (and `make demo` prints), not a
+        # page they asked for: each role lands on its own page instead (views.home).
+        url = super().get_redirect_url()
+        return "" if url == "/" else url
+
+
+_login_view = _LoginView.as_view()
 _REFUSALS = {
     "device": "Too many failed attempts from this browser for this username.",
     "pair": "Too many failed attempts for this username.",
     "username": "Too many failed attempts for this username.",
     "address": "Too many failed sign-ins from your network.",
+    "busy": "Another sign-in from your network is being checked; try again in a moment.",
 }
 
 
@@ -66,16 +81,43 @@ def login(request: HttpRequest) -> HttpResponse:
         return _login_view(request)
     user = canonical(request.POST.get("username", ""))
     device = _known_device(request, user)
-    slots = _slots(user, client_address(request), device)
-    over = [(kind, key) for kind, key, limit in slots if _take(key) > limit]
-    if over:
-        log.warning("login throttled (%s) for user %s", over[0][0], user[:12])
-        return _throttled(request, over[0][0], max(_seconds_left(key) for _, key in over))
-    response = _login_view(request)
+    address = client_address(request)
+    with _one_check_per_address(address, device) as turn:
+        if not turn:  # refused before counting anything: nothing was checked
+            return _throttled(request, "busy", 1)
+        slots = _slots(user, address, device)
+        over = [(kind, key) for kind, key, limit in slots if _take(key) > limit]
+        if over:
+            log.warning("login throttled (%s) for user %s", over[0][0], user[:12])
+            return _throttled(request, over[0][0], max(_seconds_left(key) for _, key in over))
+        response = _login_view(request)
     if response.status_code == 302:  # the right password: this attempt was no failure
         _forgive(slots)
         _remember_device(response, user)
     return response
+
+
+@contextlib.contextmanager
+def _one_check_per_address(address: str, device: str | None) -> Iterator[bool]:
+    """Whether this attempt may check its password now: from a browser that does not
+    know the username, one check per address at a time (a known browser always may).
+
+    The address's budget caps how many hashes it makes the site compute; this caps how
+    many at once, so a spray from many connections behind one address takes one core's
+    worth of hashing at most, and everybody else's login stays about as fast as alone.
+    The claim expires by itself should the process die holding it."""
+    if device is not None:
+        yield True
+        return
+    key, claim = f"login-checking:{_digest(address)}", secrets.token_hex(8)
+    if not cache.add(key, claim, timeout=CHECK_CLAIM_SECONDS):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if cache.get(key) == claim:  # never another attempt's, should ours have expired
+            cache.delete(key)
 
 
 def canonical(username: str) -> str:
@@ -214,14 +256,15 @@ def _seconds_left(key: str) -> int:
 def _throttled(request: HttpRequest, kind: str, seconds: int) -> HttpResponse:
     minutes = math.ceil(seconds / 60)
     detail = f"{_REFUSALS[kind]} Your password was not checked."
-    if kind != "device":
+    if kind not in ("device", "busy"):
         detail += " If this is your account, sign in from a browser you signed in with before."
+    busy = kind == "busy"
     context = {
         "status": 429,
-        "title": "Too many failed attempts",
+        "title": "Sign-in busy" if busy else "Too many failed attempts",
         "detail": detail,
-        "retry_after_text": f"{minutes} minute{'s' if minutes != 1 else ''}",
-        "retry_at": datetime.fromtimestamp(time.time() + seconds, tz=UTC),
+        "retry_after_text": "a second" if busy else f"{minutes} minute{'s' * (minutes != 1)}",
+        "retry_at": None if busy else datetime.fromtimestamp(time.time() + seconds, tz=UTC),
     }
     response = render(request, "429.html", context, status=429)
     response["Retry-After"] = str(seconds)

@@ -27,10 +27,11 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from ..engine import registry
 from ..engine.redaction import VALUE_PATTERNS, InvalidPattern, compile_pattern
-from ..models import RedactionRule, RetentionPolicy, RetentionSweep, Run
+from ..models import AuditEvent, RedactionRule, RetentionPolicy, RetentionSweep, Run
 from ..roles import MANAGE_POLICIES, OPERATE_RUNS, permission_required
 from ..services import audit, retention, reveal
 from ..services.redaction_preview import preview_rule
+from . import audit_log
 
 SWEEPS_SHOWN = 20
 HELD_SHOWN = 100
@@ -420,7 +421,10 @@ def _sealed(run: Run) -> list[SimpleNamespace]:
     for name in ("steps", "effects", "approvals"):
         rows.extend(getattr(run, name).exclude(secrets="").order_by("position"))
     return [
-        SimpleNamespace(kind=type(row)._meta.model_name, row=row, field=field)
+        # As stored (redacted), in JSON as every other page shows values.
+        SimpleNamespace(
+            kind=type(row)._meta.model_name, row=row, field=field, shown=getattr(row, field)
+        )
         for row in rows
         for field in reveal.sealed_fields(row)
     ]
@@ -436,8 +440,20 @@ def held_runs(request: HttpRequest) -> HttpResponse:
         rows = rows.filter(
             Q(id__icontains=q) | Q(agent__icontains=q) | Q(legal_hold_reason__icontains=q)
         )
-    context = {"runs": list(rows[:HELD_SHOWN]), "total": rows.count(), "q": q}
+    runs = list(rows[:HELD_SHOWN])
+    _annotate_holds(runs)
+    context = {"runs": runs, "total": rows.count(), "q": q}
     return render(request, "durableruns/admin/held.html", context)
+
+
+def _annotate_holds(runs: list[Run]) -> None:
+    """Who put each run on hold, and when: its latest hold in the audit log (one query)."""
+    holds = AuditEvent.objects.filter(
+        target_type="run", target_id__in=[r.pk for r in runs], action="run.legal_hold"
+    ).order_by("pk")
+    latest = {event.target_id: event for event in holds}
+    for run in runs:
+        run.hold_event = latest.get(run.pk)
 
 
 urlpatterns = [
@@ -450,6 +466,7 @@ urlpatterns = [
     path("policies/<int:pk>/delete", policy_delete, name="policy-delete"),
     path("policies/<int:pk>/delete/confirm", policy_delete_confirm, name="policy-delete-confirm"),
     path("holds/", held_runs, name="held-runs"),
+    path("audit/", audit_log.audit_log, name="audit-log"),
     path("redaction/", redaction_rules, name="redaction-rules"),
     path("redaction/new", redaction_rule_create, name="redaction-rule-create"),
     path("redaction/preview", redaction_rule_preview, name="redaction-rule-preview"),

@@ -10,6 +10,7 @@ builds is validated against it by the approvals service.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from ..services.approvals import describe_limits
@@ -19,7 +20,11 @@ SIMPLE_TYPES = ("string", "integer", "number", "boolean")
 
 
 class FieldError(ValueError):
-    """A form value cannot be read as its field's type; `str()` says why."""
+    """A form value cannot be read as its field's type; `str()` says why, `field` where."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
 
 
 @dataclass
@@ -44,7 +49,8 @@ class Field:
     @property
     def amount(self) -> str:
         if self.display == "cents" and isinstance(self.value, int):
-            return f"{self.value / 100:,.2f}"
+            # Exact at any size (a float is not past 2**53 cents), as app.js shows it.
+            return f"{Decimal(self.value).scaleb(-2):,.2f}"
         return ""
 
 
@@ -116,21 +122,34 @@ def _read(field: Field, raw: str) -> Any:
         for choice in field.choices:
             if str(choice) == raw:
                 return choice
-        raise FieldError(f"{field.name}: choose one of the listed values")
+        raise FieldError(field.name, "choose one of the listed values")
     if field.kind == "integer":
         try:
             return int(raw.strip().replace(",", "").replace("_", ""))
         except ValueError:
-            raise FieldError(f"{field.name}: {raw[:40]!r} is not a whole number") from None
+            raise FieldError(field.name, f"{raw[:40]!r} is not a whole number") from None
     if field.kind == "number":
         try:
             number = float(raw.strip().replace(",", ""))
         except ValueError:
-            raise FieldError(f"{field.name}: {raw[:40]!r} is not a number") from None
+            raise FieldError(field.name, f"{raw[:40]!r} is not a number") from None
         if number != number or number in (float("inf"), float("-inf")):
-            raise FieldError(f"{field.name}: must be a finite number")
+            raise FieldError(field.name, "must be a finite number")
         return number
     return raw
+
+
+def as_typed(fields: list[Field], data: Any, original: Any) -> dict[str, Any]:
+    """The payload with each field as the reviewer typed it, text unread: what a refused
+    form shows again, so the reviewer corrects their value rather than retype it."""
+    payload = dict(original) if isinstance(original, dict) else {}
+    for field in fields:
+        raw = data.get(field.input_name)
+        if field.kind == "boolean":
+            payload[field.name] = raw == "on"
+        elif raw is not None:
+            payload[field.name] = raw
+    return payload
 
 
 def as_shown(fields: list[Field], original: Any) -> Any:

@@ -94,8 +94,12 @@ def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = 
         ends.append(pending_until)
     total = max((max(ends) - origin).total_seconds(), 0.001)
     previous_end = origin
+    # Branches of one fan-out all waited from where the run was when it fanned out.
+    fanned_out_at: dict[int, datetime] = {}
     for step in own:
-        wait = max((step.started_at - previous_end).total_seconds(), 0.0)
+        fan_out = getattr(step, "fan_out", None)
+        since = previous_end if fan_out is None else fanned_out_at.setdefault(fan_out, previous_end)
+        wait = max((step.started_at - since).total_seconds(), 0.0)
         ran = max((step.finished_at - step.started_at).total_seconds(), 0.0)
         start = (step.started_at - origin).total_seconds()
         attempts = _attempts(step.attempt_times, origin)
@@ -119,39 +123,54 @@ def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = 
     }
 
 
-def _attempts(times: Any, origin: datetime) -> list[tuple[float, float]]:
-    """(start, length) in seconds from `origin` of each failed attempt that has readable
-    times; anything else in the JSON (an imported or hand-edited row) is left out."""
+def _attempts(times: Any, origin: datetime) -> list[tuple[float, float, str]]:
+    """(start, length, error) from `origin` of each failed attempt that has readable
+    times; anything else in the JSON (an imported or hand-edited row) is left out.
+    Attempts recorded before errors were kept have [started, finished] only."""
     found = []
-    for pair in times if isinstance(times, list) else []:
+    for item in times if isinstance(times, list) else []:
         try:
-            started, finished = (datetime.fromisoformat(t) for t in pair)
+            started, finished = (datetime.fromisoformat(t) for t in item[:2])
+            why = item[2] if len(item) > 2 and isinstance(item[2], str) else ""
             start = (started - origin).total_seconds()
-            found.append((start, max((finished - started).total_seconds(), 0.0)))
+            found.append((start, max((finished - started).total_seconds(), 0.0), why))
         except (TypeError, ValueError):
             continue
     return found
 
 
-def _segments(attempts: list[tuple[float, float]], total: float) -> list[tuple[str, str]]:
+def failed_attempts(step: Any) -> list[str]:
+    """Each earlier failed attempt of a step in words, with its error when recorded
+    (the step page lists them; the bar's title says the same)."""
+    # The origin only places the bars; here only lengths and errors are said.
+    attempts = _attempts(step.attempt_times, step.started_at or timezone.now())
+    first = max(step.attempts - len(attempts), 1)
     return [
-        (f"{_pct(start, total):.3f}%", f"{max(_pct(length, total), 0.1):.3f}%")
-        for start, length in attempts
+        f"Attempt {n} failed after {duration_text(length)}" + (f": {why}" if why else "")
+        for n, (_, length, why) in enumerate(attempts, first)
     ]
 
 
-def _attempts_text(attempts: list[tuple[float, float]], last_failed: int) -> str:
+def _segments(attempts: list[tuple[float, float, str]], total: float) -> list[tuple[str, str]]:
+    return [
+        (f"{_pct(start, total):.3f}%", f"{max(_pct(length, total), 0.1):.3f}%")
+        for start, length, _ in attempts
+    ]
+
+
+def _attempts_text(attempts: list[tuple[float, float, str]], last_failed: int) -> str:
     """Numbered back from the last failed attempt: a retry under way at an upgrade has
     times for its later attempts only."""
     first = max(last_failed - len(attempts) + 1, 1)
     return "; ".join(
         f"attempt {n} failed after {duration_text(length)} at +{duration_text(start)}"
-        for n, (start, length) in enumerate(attempts, first)
+        + (f" ({why})" if why else "")
+        for n, (start, length, why) in enumerate(attempts, first)
     )
 
 
 def _title(
-    step: Any, wait: float, ran: float, start: float, attempts: list[tuple[float, float]]
+    step: Any, wait: float, ran: float, start: float, attempts: list[tuple[float, float, str]]
 ) -> str:
     ran_text = f"ran {duration_text(ran)} from +{duration_text(start)}"
     label = f"#{step.position} {step.kind} {step.name}"
@@ -185,10 +204,11 @@ def pending_bar(record: Any, axis: dict) -> Bar | None:
 
 
 STEP_ROW = (
-    '<li class="step step-{kind}{failed}" id="step-{position}">'
+    '<li class="step step-{kind}{failed}{branch_class}" id="step-{position}">'
     '<details hx-get="{url}" hx-trigger="toggle once" hx-target="find .step-body" '
     'hx-swap="innerHTML"><summary><span class="step-label">#{position} '
-    '<span class="kind">{kind}</span> <strong>{name}</strong> · {attempts} · {duration} · '
+    '<span class="kind">{kind}</span> <strong>{name}</strong>{branch} · {attempts} · '
+    "{duration} · "
     '<span class="origin">{origin}</span></span>{bar}</summary>'
     '<div class="step-body"><a href="{url}">Input, output and provenance of step {position}</a>'
     "</div></details></li>"
@@ -225,6 +245,8 @@ def step_rows(steps: list[Any], step_url: str) -> SafeString:
             STEP_ROW.format(
                 kind=escape(step.kind),
                 failed=" step-error" if step.failed else "",
+                branch_class=" step-branch" if _is_branch(step) else "",
+                branch=_branch(step),
                 position=step.position,
                 url=step_url.replace("{position}", str(step.position)),
                 name=escape(step.name),
@@ -239,6 +261,21 @@ def step_rows(steps: list[Any], step_url: str) -> SafeString:
             )
         )
     return mark_safe("".join(rows))  # noqa: S308 - every value above is escaped or ours
+
+
+def _is_branch(step: Any) -> bool:
+    return getattr(step, "fan_out", None) is not None
+
+
+def _branch(step: Any) -> str:
+    """Which parallel branch the step is: its bar overlaps its fan-out's other bars."""
+    if not _is_branch(step):
+        return ""
+    index = step.position - step.fan_out + 1
+    return (
+        f' <span class="branch" title="run.parallel: the branches ran at once">'
+        f"∥ branch {index} of the fan-out at #{step.fan_out}</span>"
+    )
 
 
 def _origin(step: Any) -> str:

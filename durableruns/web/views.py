@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
+from django.contrib.auth.decorators import login_not_required
 from django.db import connection
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, QuerySet
+from django.db.models.fields.json import KT
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
@@ -16,12 +20,13 @@ from django.views.decorators.http import require_GET
 
 from .. import roles
 from ..engine import handback, registry
+from ..engine.context import waited_seconds
 from ..models import Approval, AuditEvent, Effect, Run, Step
-from ..services.runs import RESUMABLE
+from ..services.runs import is_resumable
 from . import keyset, live
 from .filters import FilterError, RunFilters, moment
 from .step_window import before_param, step_window
-from .timeline import duration_text, pending_bar, step_rows, timeline
+from .timeline import duration_text, failed_attempts, pending_bar, step_rows, timeline
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
@@ -191,7 +196,9 @@ def run_statuses(request: HttpRequest) -> HttpResponse:
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def run(request: HttpRequest, run_id: str) -> HttpResponse:
-    record = get_object_or_404(Run.objects.select_related("created_by", "parent"), pk=run_id)
+    record = get_object_or_404(
+        Run.objects.select_related("created_by", "parent", "parent_run"), pk=run_id
+    )
     version = "" if record.is_terminal else live.run_version(record)
     if version and live.unchanged(request, version):
         return HttpResponse(status=204)
@@ -211,6 +218,7 @@ def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
     context = {
         "run": record,
         "step": step,
+        "failed_attempts": failed_attempts(step),
         "can_fork": record.is_terminal and request.user.has_perm(roles.OPERATE_RUNS),
     }
     template = "durableruns/run_step.html"
@@ -240,6 +248,9 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
     native = record.kind == Run.Kind.NATIVE
     Run.fill_langgraph_activity([record])
     waiting_for = handback.waiting_reason(record)
+    # The window's effects include every one still in doubt (step_window).
+    states = {effect.state for effect in effects}
+    resumable = is_resumable(record.status, states, redacted=record.redacted_at is not None)
     return {
         "run": record,
         # A terminal run's page stops polling, so it needs no version.
@@ -251,15 +262,33 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
         "step_rows": step_rows(steps, _step_url(record)),
         "effects": effects,
         "recorded_positions": {step.position for step in steps},
-        "budget": _budget(record, steps, complete=window.complete),
+        "budget": _budget(record, steps),
         "spend": _spend(record),
         "axis": axis,
         "pending": _pending(record, effects, axis, waiting_for),
         "audit": list(AuditEvent.objects.for_run(record)),
+        **_children(record),
         "can_operate": can_operate,
         "can_cancel": can_operate and not record.is_terminal,
-        "can_resume": can_operate and _resumable(record, effects) and (native or waiting_for),
+        "can_resume": can_operate and resumable and (native or waiting_for),
     }
+
+
+# Child runs listed on a parent's page; the runs list (?parent=) has them all.
+CHILDREN_SHOWN = 50
+
+
+def _children(record: Run) -> dict[str, Any]:
+    """The run's child runs (run.child), in step order, and how many there are."""
+    kids = Run.objects.filter(parent_run_id=record.pk).order_by()
+    shown = list(
+        kids.order_by("parent_position", "id").only(
+            "id", "agent", "agent_version", "status", "kind", "parent_position",
+            "steps_used", "max_steps", "finished_at", "error", "parent_run_id",
+        )[: CHILDREN_SHOWN + 1]
+    )  # fmt: skip
+    count = len(shown) if len(shown) <= CHILDREN_SHOWN else kids.count()
+    return {"children": shown[:CHILDREN_SHOWN], "children_count": count}
 
 
 def _spend(record: Run) -> dict[str, Any]:
@@ -293,15 +322,6 @@ def _langgraph_thread(record: Run) -> dict[str, Any]:
     from ..langgraph.render import thread_view
 
     return thread_view(record)
-
-
-def _resumable(record: Run, effects: list[Effect]) -> bool:
-    """services.runs.resumable(), on what the page already loaded."""
-    if record.redacted_at is not None:
-        return False
-    if record.status == Run.Status.ESCALATED:
-        return all(effect.state != Effect.State.UNKNOWN for effect in effects)
-    return record.status in RESUMABLE
 
 
 def _step_url(record: Run) -> str:
@@ -338,16 +358,16 @@ def _pending(
     }
 
 
-def _budget(record: Run, steps: list[Step], complete: bool) -> dict[str, Any]:
-    """Steps and time used. Time spent waiting for a person does not count (the engine
-    excludes approval waits from the time budget, so the page does too). `complete`:
-    `steps` are all the run's steps, else the waits are summed in the database."""
+def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
+    """Steps and time used. Time spent waiting for a person, for child runs or in a
+    durable sleep does not count (the engine excludes those waits from the time budget,
+    so the page does too)."""
     used = max(record.steps_used, len(steps))
     elapsed = waiting = 0.0
     if record.started_at:
         end = record.finished_at or timezone.now()
         elapsed = (end - record.started_at).total_seconds()
-        waiting = _approval_waits(record, steps, complete)
+        waiting = _own_waits(record)
         if record.status == Run.Status.AWAITING_APPROVAL:
             asked = (
                 Approval.objects.filter(run=record, state=Approval.State.PENDING)
@@ -356,7 +376,10 @@ def _budget(record: Run, steps: list[Step], complete: bool) -> dict[str, Any]:
                 .first()
             )
             waiting += (end - asked).total_seconds() if asked else 0.0
-    counted = max(elapsed - waiting, 0.0)
+        if record.status == Run.Status.AWAITING_CHILD:
+            waiting += _waiting_for_children(record, end)
+    # Waits for a worker that has the agent (hand-backs) are not the run's time either.
+    counted = max(elapsed - waiting - record.handed_back_seconds, 0.0)
     limit = record.max_duration_seconds or 1
     return {
         "steps": used,
@@ -364,25 +387,46 @@ def _budget(record: Run, steps: list[Step], complete: bool) -> dict[str, Any]:
         "steps_pct": min(100, round(100 * used / max(record.max_steps, 1))),
         "seconds": counted,
         "waiting_text": duration_text(waiting) if waiting else "",
+        "handed_back_text": (
+            duration_text(record.handed_back_seconds) if record.handed_back_seconds else ""
+        ),
         "max_seconds": record.max_duration_seconds,
         "seconds_pct": min(100, round(100 * counted / limit)),
     }
 
 
-def _approval_waits(record: Run, steps: list[Step], complete: bool) -> float:
-    """Seconds the run's own approval steps waited (steps copied from a fork's parent
-    waited in the parent's time)."""
-    if complete:
-        return sum(
-            (step.finished_at - step.started_at).total_seconds()
-            for step in steps
-            if step.kind == Step.Kind.APPROVAL and not step.copied
-        )
-    own = record.steps.filter(kind=Step.Kind.APPROVAL)
+# Steps whose whole span waited: for a person, or for child runs (engine/context.py).
+WAITS = (Step.Kind.APPROVAL, Step.Kind.CHILD)
+
+
+def _waiting_for_children(record: Run, end: Any) -> float:
+    """Seconds since the first child run the parent still waits for was started."""
+    unfinished = Run.objects.filter(parent_run_id=record.pk).exclude(status__in=Run.TERMINAL)
+    since = unfinished.order_by("created_at").values_list("created_at", flat=True).first()
+    return (end - since).total_seconds() if since else 0.0
+
+
+def _own_waits(record: Run) -> float:
+    """Seconds the run's own approval, child-run and sleep steps waited, as the engine
+    counts them for max_duration (steps copied from a fork's parent waited in the
+    parent's time). One query over the few waiting steps, whatever the window shows,
+    reading a sleep's wake-up time and no result (a child step's is its child's whole
+    result)."""
+    own = record.steps.filter(kind__in=(*WAITS, Step.Kind.SLEEP))
     if record.parent_id and record.fork_position is not None:
         own = own.exclude(position__lt=record.fork_position, lease_number=0)
-    waited = own.aggregate(total=Sum(F("finished_at") - F("started_at")))["total"]
-    return waited.total_seconds() if waited else 0.0
+    rows = own.annotate(until=KT("result__until")).values_list(
+        "kind", "started_at", "finished_at", "until"
+    )
+    return waited_seconds(
+        SimpleNamespace(
+            kind=kind,
+            started_at=started,
+            finished_at=finished,
+            result={"until": until} if until else None,
+        )
+        for kind, started, finished, until in rows
+    )
 
 
 @require_GET
@@ -390,6 +434,12 @@ def moved_to_manage(request: HttpRequest, rest: str) -> HttpResponse:
     """The admin pages moved from /admin/ to /manage/; GETs follow (POSTs must not)."""
     query = request.META.get("QUERY_STRING", "")
     return HttpResponsePermanentRedirect(f"/manage/{rest}" + (f"?{query}" if query else ""))
+
+
+@login_not_required
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    return HttpResponsePermanentRedirect(static("durableruns/favicon.svg"))
 
 
 @require_GET

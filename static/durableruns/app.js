@@ -54,3 +54,69 @@
     });
   }, 1000);
 })();
+// 4. Polls (an `every` trigger) never overlap and never run back to back: a poll starts
+//    no sooner than half its interval after the previous answer, or as long after it as
+//    the server asked (X-Poll-Interval, seconds: it is busy, web/backoff.py). A hidden
+//    tab polls at most every 30 s. A poll too early is dropped; the next tick tries again.
+(function () {
+  "use strict";
+  var HIDDEN_GAP = 30000;
+  var polls = {};  // by element id (a swap may replace the element): {busy, nextAt}
+  function interval(elt) {
+    var found = /every\s+(\d+(?:\.\d+)?)(ms|s)/.exec(elt.getAttribute("hx-trigger") || "");
+    if (!found) { return null; }
+    return parseFloat(found[1]) * (found[2] === "s" ? 1000 : 1);
+  }
+  function pollOf(event) {
+    var elt = event.detail.elt;
+    if (!elt || !elt.id || !event.detail.requestConfig
+        || event.detail.requestConfig.verb !== "get" || interval(elt) === null) { return null; }
+    return polls[elt.id] || (polls[elt.id] = {busy: false, nextAt: 0, startedAt: 0});
+  }
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var poll = pollOf(event);
+    if (!poll) { return; }
+    var now = Date.now();
+    var tooSoon = now < poll.nextAt || (document.hidden && now < poll.startedAt + HIDDEN_GAP);
+    var overlapping = poll.busy && now < poll.startedAt + 60000;  // a lost answer frees it
+    if (overlapping || tooSoon) { event.preventDefault(); return; }
+    poll.busy = true;
+    poll.startedAt = now;
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var poll = pollOf(event);
+    if (!poll) { return; }
+    var told = parseFloat(event.detail.xhr && event.detail.xhr.getResponseHeader("X-Poll-Interval"));
+    var gap = told > 0 ? told * 1000 : interval(event.detail.elt) / 2;
+    poll.busy = false;
+    poll.nextAt = Date.now() + gap;
+  });
+})();
+// 5. An amount in cents is shown in currency units as the reviewer types it, formatted
+//    as the server formats it ("1,234.56"), from the digits themselves (no float: a
+//    large amount stays exact). Not a whole number of cents: nothing is shown (the
+//    server says why when the form is sent).
+(function () {
+  "use strict";
+  function units(typed) {
+    var found = /^\s*(-?)(\d+)\s*$/.exec(typed);
+    if (!found) { return null; }
+    var digits = found[2].replace(/^0+(?=\d)/, "");
+    while (digits.length < 3) { digits = "0" + digits; }
+    var integer = digits.slice(0, -2);
+    // Thousands in one left-to-right pass (a lookahead regex would be quadratic).
+    var head = integer.length % 3 || 3;
+    var whole = integer.slice(0, head);
+    for (var i = head; i < integer.length; i += 3) { whole += "," + integer.slice(i, i + 3); }
+    var sign = found[1] && /[1-9]/.test(digits) ? "-" : "";
+    return sign + whole + "." + digits.slice(-2);
+  }
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    if (!field.id) { return; }
+    var hint = document.querySelector('[data-cents-of="' + field.id + '"]');
+    if (!hint) { return; }
+    var shown = units(field.value);
+    hint.textContent = shown === null ? "" : "Shown now: " + shown + " (in currency units).";
+  });
+})();
