@@ -1,4 +1,6 @@
-"""Two demo agents, written against the public agent-author API only."""
+"""The demo agents, written against the public agent-author API only: some work
+alone, one runs a model reply's tool calls at once, and an orchestrator runs one of
+them as child runs; one asks a question a reviewer answers in words."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from datetime import timedelta
 
 import durableruns as dr
 
-from .tools import EMAIL_TOOLS, REFUND_TOOLS, lookup_order, search_articles
+from .tools import EMAIL_TOOLS, REFUND_TOOLS, lookup_order, search_articles, send_email
 
 # Refunds above this need a reviewer's approval (order A-1002 is 25_000 cents).
 APPROVAL_THRESHOLD_CENTS = 10_000
@@ -19,7 +21,7 @@ def refund_bot(run: dr.Run, task: dict) -> dict:
     customer, summarise. A reviewer may lower the amount (edit-and-approve) or reject.
 
     Input: {"order_id": "A-1001", "payments": "dedupe|lookup|none",
-            "email": "dedupe|lookup|none", "fail_first": 0}
+            "email": "dedupe|lookup|none", "fail_first": 0, "lose_answer": false}
     """
     plan = json.loads(
         run.llm(
@@ -42,8 +44,15 @@ def refund_bot(run: dr.Run, task: dict) -> dict:
                 "decided_by": decision.decider,
             }
         cents = decision.payload["cents"]
+    # lose_answer (payments "none" only): the demo's escalation, an unsafe refund whose
+    # outcome nobody knows. Passed only when set, so older runs replay unchanged.
+    lost = {"lose_answer": True} if task.get("lose_answer") else {}
     receipt = run.call(
-        refund_tool, order_id=order["id"], cents=cents, fail_first=int(task.get("fail_first", 0))
+        refund_tool,
+        order_id=order["id"],
+        cents=cents,
+        fail_first=int(task.get("fail_first", 0)),
+        **lost,
     )
     email_tool = EMAIL_TOOLS[task.get("email", "dedupe")]
     run.call(
@@ -107,6 +116,36 @@ def _approve_refund(run: dr.Run, order: dict, tool_name: str):
     )
 
 
+@dr.agent("replacement-bot", version="1", max_steps=10, max_duration=timedelta(minutes=30))
+def replacement_bot(run: dr.Run, task: dict) -> dict:
+    """Ask a reviewer a question they answer in words (the "respond" decision), then act
+    on the answer: which warehouse ships a replacement. Rejecting means no replacement.
+
+    Input: {"order_id": "A-1001"}
+    """
+    order = run.call(lookup_order, order_id=task["order_id"])
+    decision = run.approval(
+        "ask-warehouse",
+        summary=(
+            f"Order **{order['id']}** ({order['item']}) arrived broken. Which warehouse "
+            "should ship the replacement? Answer in words, or reject to send none."
+        ),
+        payload={"order_id": order["id"], "item": order["item"], "customer": order["customer"]},
+        allowed=("respond", "reject"),
+        expires_in=timedelta(days=1),
+        on_expiry="reject",
+    )
+    if not decision.responded:
+        return {"replaced": False, "reason": decision.comment or decision.decision}
+    run.call(
+        send_email,
+        to=order["customer"],
+        subject=f"Replacement for {order['id']}",
+        body=f"Your replacement {order['item']} ships from {decision.comment}.",
+    )
+    return {"replaced": True, "ships_from": decision.comment, "answered_by": decision.decider}
+
+
 @dr.agent("research-bot", version="1", max_steps=30, max_duration=timedelta(minutes=30))
 def research_bot(run: dr.Run, task: dict) -> dict:
     """Plan queries, search, rank, draft, critique, finalise, and email the report.
@@ -133,3 +172,63 @@ def research_bot(run: dr.Run, task: dict) -> dict:
 
 def _rank(articles: list[dict]) -> list[dict]:
     return sorted(articles, key=lambda a: (-a["words"], a["id"]))
+
+
+@dr.agent("refund-desk", version="1", max_steps=10, max_duration=timedelta(minutes=30))
+def refund_desk(run: dr.Run, task: dict) -> dict:
+    """Refund several orders at once: one refund-bot child run per order, all started
+    together; the desk waits for every one (holding no worker) and tallies them. A large
+    refund's approval shows this run in the reviewer's inbox card.
+
+    Input: {"order_ids": ["A-1001", "A-1002"]}
+    """
+    order_ids = task.get("order_ids", ["A-1001", "A-1002"])
+    outcomes = run.children(
+        [(refund_bot, {"order_id": order_id}) for order_id in order_ids],
+        return_exceptions=True,  # one failed refund must not hide the others
+    )
+    return run.step("tally", _tally, order_ids, [_outcome(o) for o in outcomes])
+
+
+def _outcome(outcome: object) -> dict:
+    if isinstance(outcome, dr.ChildRunFailed):
+        return {"refunded": False, "reason": str(outcome)}
+    return outcome  # type: ignore[return-value]
+
+
+def _tally(order_ids: list[str], outcomes: list[dict]) -> dict:
+    refunded = [o for o, r in zip(order_ids, outcomes, strict=True) if r.get("refunded")]
+    cents = sum(r.get("cents", 0) for r in outcomes if r.get("refunded"))
+    return {"refunded": refunded, "cents": cents, "outcomes": outcomes}
+
+
+def _function(name: str, **params: dict) -> dict:
+    """A tool's schema for the model; the scripted model calls it with the defaults."""
+    properties = {"type": "object", "properties": params, "required": sorted(params)}
+    return {"type": "function", "function": {"name": name, "parameters": properties}}
+
+
+TRIAGE_TOOLS = [
+    _function("lookup_order", order_id={"type": "string", "default": "A-1001"}),
+    _function("search_articles", query={"type": "string", "default": "late refund"}),
+    _function(
+        "send_email",
+        to={"type": "string", "default": "ada@example.com"},
+        subject={"type": "string", "default": "We are on it"},
+        body={"type": "string", "default": "We are looking into your refund."},
+    ),
+]
+
+
+@dr.agent("triage-bot", version="1", max_steps=10, max_duration=timedelta(minutes=10))
+def triage_bot(run: dr.Run, task: dict) -> str:
+    """One model reply with three tool calls (look the order up, search the help
+    articles, acknowledge by email), executed concurrently by run.call_tools; the run
+    page shows the three branches as overlapping bars.
+
+    Input: {"question": "..."}
+    """
+    messages = [{"role": "user", "content": task.get("question", "Where is my refund?")}]
+    reply = run.llm("triage", messages=messages, tools=TRIAGE_TOOLS)
+    run.call_tools(reply, [lookup_order, search_articles, send_email], messages=messages)
+    return run.llm("answer", messages=messages, tools=TRIAGE_TOOLS).content or ""

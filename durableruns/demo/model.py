@@ -67,9 +67,16 @@ class ScriptedModel:
         idempotency_key: str,
         **params: Any,
     ) -> dict[str, Any]:
+        ModelCall.objects.create(agent=agent, step=step, idempotency_key=idempotency_key)
+        if params.get("tools"):  # a tool-calling agent: play the tool-calling model
+            message = tool_calling_message(messages, params["tools"])
+            return {
+                "model": "scripted-demo",
+                "choices": [{"message": message, "finish_reason": _finish_reason(message)}],
+                "usage": {"prompt_tokens": _words(messages), "completion_tokens": 7},
+            }
         answer = SCRIPT.get((agent, step), lambda m: f"ok: {_last_user_text(m)[:200]}")
         content = answer(messages)
-        ModelCall.objects.create(agent=agent, step=step, idempotency_key=idempotency_key)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
         return {
             "content": content,
@@ -106,6 +113,31 @@ def _answer(messages: list[dict[str, Any]]) -> str:
     return "Done. " + " ".join(str(r) for r in results)
 
 
+def tool_calling_message(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The assistant message (OpenAI shape): every tool called at once on the first
+    turn, then an answer from their results."""
+    if not tools or _tool_turn(messages):
+        return {"role": "assistant", "content": _answer(messages)}
+    calls = [
+        {
+            "id": f"call_{index}",
+            "type": "function",
+            "function": {
+                "name": tool["function"]["name"],
+                "arguments": json.dumps(_arguments(tool["function"]["parameters"])),
+            },
+        }
+        for index, tool in enumerate(tools)
+    ]
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def _finish_reason(message: dict[str, Any]) -> str:
+    return "tool_calls" if "tool_calls" in message else "stop"
+
+
 def _record_call(request: HttpRequest) -> None:
     key = request.headers.get("Idempotency-Key", "")
     step = key.split(":")[1] if key.count(":") >= 2 else ""
@@ -131,24 +163,8 @@ def chat_completions(request: HttpRequest) -> JsonResponse:
     body = _body(request)
     if body is None:
         return JsonResponse({"error": {"message": "messages must be a list"}}, status=400)
-    messages, tools = body["messages"], body.get("tools") or []
-    message: dict[str, Any] = {"role": "assistant", "content": _answer(messages)}
-    if tools and not _tool_turn(messages):
-        message = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": f"call_{index}",
-                    "type": "function",
-                    "function": {
-                        "name": tool["function"]["name"],
-                        "arguments": json.dumps(_arguments(tool["function"]["parameters"])),
-                    },
-                }
-                for index, tool in enumerate(tools)
-            ],
-        }
+    messages = body["messages"]
+    message = tool_calling_message(messages, body.get("tools") or [])
     _record_call(request)
     prompt = _words(messages)
     cached = _words(messages[:-1])  # the conversation so far, as a provider's cache would hold
@@ -161,7 +177,7 @@ def chat_completions(request: HttpRequest) -> JsonResponse:
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                    "finish_reason": _finish_reason(message),
                 }
             ],
             "usage": {

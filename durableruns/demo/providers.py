@@ -57,6 +57,9 @@ def _execute(request: HttpRequest, provider: str, mode: str) -> HttpResponse:
     ProviderCall.objects.create(
         provider=provider, mode=mode, idempotency_key=key, payload=payload, response=response
     )
+    if payload.get("lose_answer"):
+        # Executed, but the answer is lost on its way back, as behind a timing-out gateway.
+        return JsonResponse({"error": "gateway timeout"}, status=504)
     return JsonResponse(response, status=201)
 
 

@@ -35,6 +35,9 @@ def _send(method: str, path: str, key: str, body: dict | None = None) -> httpx.R
 
 def _answer(response: httpx.Response) -> Any:
     status = response.status_code
+    if status == 504:
+        # A gateway gave up waiting: the provider may have executed the request.
+        raise dr.AmbiguousOutcome("the provider's gateway timed out (504)")
     if status in (409, 429) or status >= 500:
         raise dr.TransientError(f"provider answered {status}")
     if status == 422:
@@ -97,13 +100,27 @@ def find_refund(
 
 
 @dr.tool(kind=dr.UNSAFE_WRITE)
-def refund_unsafe(order_id: str, cents: int, fail_first: int = 0, *, idempotency_key: str) -> dict:
+def refund_unsafe(
+    order_id: str,
+    cents: int,
+    fail_first: int = 0,
+    lose_answer: bool = False,
+    *,
+    idempotency_key: str,
+) -> dict:
     body = {"order_id": order_id, "cents": cents, "fail_first": fail_first}
+    if lose_answer:  # the demo's escalation: the provider refunds, its answer is lost
+        body["lose_answer"] = True
     return _write("payments", "none", idempotency_key, body)
 
 
 def _sandbox_refund(
-    order_id: str, cents: int, fail_first: int = 0, *, idempotency_key: str
+    order_id: str,
+    cents: int,
+    fail_first: int = 0,
+    lose_answer: bool = False,
+    *,
+    idempotency_key: str,
 ) -> dict:
     # What a sandboxed fork gets back: shaped like the provider's answer, marked as not real.
     return {"refund_id": "re_sandbox", "status": "sandboxed", "order_id": order_id, "cents": cents}

@@ -1,7 +1,13 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from collections.abc import Sequence
 
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from durableruns.engine import crashpoints
 from durableruns.engine.errors import DurableRunsError
 from durableruns.engine.runs import check_input_text
 from durableruns.testing import crashtest
@@ -54,6 +60,25 @@ class Command(BaseCommand):
             help="a run neither finished nor escalated by then is lost",
         )
         parser.add_argument(
+            "--langgraph",
+            action="store_true",
+            help="AGENT names a graph in DURABLERUNS_LANGGRAPH_GRAPHS (its threads are run "
+            "by workers from their input; nodes with side effects must send "
+            "durableruns.langgraph.idempotency_key)",
+        )
+        parser.add_argument(
+            "--stand-in-model",
+            action="store_true",
+            help="drive run.llm through the OpenAI-compatible stand-in model served with the "
+            "providers (real HTTP, tool_calls and usage) instead of the scripted model",
+        )
+        parser.add_argument(
+            "--points",
+            help="comma-separated crash points to test (default all: "
+            + ", ".join(crashpoints.PLANNED)
+            + ")",
+        )
+        parser.add_argument(
             "--ignore-results",
             action="store_true",
             help="do not compare final results (for a non-deterministic model)",
@@ -70,12 +95,45 @@ class Command(BaseCommand):
             parallel=options["parallel"],
             run_timeout=float(options["run_timeout"]),
             ignore_results=bool(options["ignore_results"]),
+            stand_in_model=bool(options["stand_in_model"]),
         )
+        points = (
+            [p.strip() for p in str(options["points"]).split(",") if p.strip()]
+            if options["points"]
+            else crashpoints.PLANNED
+        )
+        _ready_database()
         try:
             run_input = check_input_text(str(options["input"]))
-            report = crashtest.run(str(options["agent"]), run_input, settings, progress=self.stderr)
+            test = _test(str(options["agent"]), run_input, points, bool(options["langgraph"]))
+            report = crashtest.run_many([test], settings, progress=self.stderr)[0]
         except (CrashTestError, DurableRunsError) as exc:
             raise CommandError(str(exc)) from None
         report.write(self.stdout)
         if not report.ok:
             raise CommandError("crashtest failed: duplicate executions, lost or diverged runs")
+
+
+def _ready_database() -> None:
+    """The embedded default (SQLite in var/) is migrated here, as `make demo` does, so a
+    fresh clone can crash-test at once; a configured database is left to its owner."""
+    executor = MigrationExecutor(connection)
+    if not executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        return
+    if connection.vendor != "sqlite":
+        raise CommandError("the database is not migrated: run `manage.py migrate` first")
+    call_command("migrate", interactive=False, verbosity=0)
+
+
+def _test(
+    agent: str, run_input: dict, points: Sequence[str], langgraph: bool
+) -> crashtest.CrashTest:
+    if not langgraph:
+        return crashtest.CrashTest(agent, run_input, points)
+    from durableruns.langgraph.resume import UnknownGraph
+    from durableruns.testing.crashtest.graphs import POINTS, GraphCrashTest
+
+    try:
+        return GraphCrashTest(agent, run_input, points if points != crashpoints.PLANNED else POINTS)
+    except UnknownGraph as exc:
+        raise CommandError(str(exc)) from None

@@ -17,6 +17,9 @@ make the command fail. What counts as "really executed" comes from an execution
 counter: by default the demo stand-in providers and the scripted model, which
 record every execution; point `DURABLERUNS_CRASHTEST_COUNTER` at a function
 `(run_id) -> Counter[str]` to count what your own (sandbox) providers executed.
+
+LangGraph graphs: `graphs.GraphCrashTest` (needs the `langgraph` extra, so it is not
+imported here).
 """
 
 from __future__ import annotations

@@ -47,6 +47,9 @@ class Options:
     parallel: int | None = None  # runs in flight at once; default 2 per worker
     run_timeout: float = 60.0  # a run not finished or escalated by then is lost
     ignore_results: bool = False  # for agents whose model is not deterministic
+    # Drive run.llm through the OpenAI-compatible stand-in served with the providers
+    # (real HTTP, tool_calls and usage), instead of the in-process scripted model.
+    stand_in_model: bool = False
 
     @property
     def in_flight(self) -> int:
@@ -93,6 +96,7 @@ class Cluster:
         self.restarts = 0
         self._server: subprocess.Popen | None = None
         self._stop = threading.Event()
+        self._respawning = threading.Lock()  # no worker is spawned once stopping
         self._threads: list[threading.Thread] = []
         self._spawned = 0
 
@@ -109,7 +113,18 @@ class Cluster:
             "DURABLERUNS_SWEEP_INTERVAL": str(self.options.sweep_interval),
             "DURABLERUNS_CRASH_DIR": str(self.crash_dir),
             "DURABLERUNS_AGENT_MODULES": ",".join(settings.DURABLERUNS_AGENT_MODULES),
+            "DURABLERUNS_LANGGRAPH_GRAPHS": ",".join(settings.DURABLERUNS_LANGGRAPH_GRAPHS),
+            "DURABLERUNS_LANGGRAPH_LEASE_TTL": str(self.options.lease_ttl),
             "PYTHONUNBUFFERED": "1",
+            **self._model_env(),
+        }
+
+    def _model_env(self) -> dict[str, str]:
+        if not self.options.stand_in_model:
+            return {}
+        return {
+            "DURABLERUNS_MODEL_URL": f"{self.provider_url.rstrip('/')}/providers/v1",
+            "DURABLERUNS_MODEL_API": "openai",
         }
 
     def __enter__(self) -> Cluster:
@@ -131,7 +146,8 @@ class Cluster:
     def __exit__(self, *exc_info: object) -> None:
         from durableruns.celery import app
 
-        self._stop.set()
+        with self._respawning:
+            self._stop.set()
         for thread in self._threads:
             thread.join(timeout=5)
         for proc in [*self.workers, *([self._server] if self._server else [])]:
@@ -213,8 +229,14 @@ class Cluster:
         """Replace every worker that died (the crash points kill them)."""
         while not self._stop.wait(POLL_SECONDS):
             for index, proc in enumerate(self.workers):
-                if proc.poll() is not None and not self._stop.is_set():
-                    _terminate(proc)  # reap anything left in its process group
+                if proc.poll() is None:
+                    continue
+                _terminate(proc)  # reap anything left in its process group
+                with self._respawning:
+                    # Stopped meanwhile: a worker spawned now would outlive the
+                    # cluster, sweeping (and resuming runs of) the next test's database.
+                    if self._stop.is_set():
+                        return
                     self.workers[index] = self._spawn_worker()
                     self.restarts += 1
 

@@ -36,17 +36,24 @@ def demo_executions(run_id: str) -> Counter:
     """Executions per "step_id:tool" seen by the demo providers and the scripted model."""
     from durableruns.demo.models import ModelCall, ProviderCall
 
-    prefix = f"{run_id}:"
+    # The run's own keys and its child runs' (ids "<run>.c<position>", at any depth).
     keys = [
         *ProviderCall.objects.filter(
-            idempotency_key__startswith=prefix, outcome=ProviderCall.Outcome.EXECUTED
+            idempotency_key__startswith=run_id, outcome=ProviderCall.Outcome.EXECUTED
         ).values_list("idempotency_key", flat=True),
-        *ModelCall.objects.filter(idempotency_key__startswith=prefix).values_list(
+        *ModelCall.objects.filter(idempotency_key__startswith=run_id).values_list(
             "idempotency_key", flat=True
         ),
     ]
     # key = run:step_id:tool:fingerprint; the fingerprint may hold run-specific ids.
-    return Counter(":".join(key.split(":")[1:3]) for key in keys)
+    counts: Counter = Counter()
+    for key in keys:
+        owner, step_and_tool = key.split(":")[0], ":".join(key.split(":")[1:3])
+        if owner == run_id:
+            counts[step_and_tool] += 1
+        elif owner.startswith(f"{run_id}.c"):
+            counts[f"{owner[len(run_id) + 1 :]}/{step_and_tool}"] += 1  # "c0/1-send_email:..."
+    return counts
 
 
 def execution_counter() -> Callable[[str], Counter]:
@@ -64,13 +71,37 @@ def comparable(run: Run) -> Any:
     and field it came from, which is the same in every run of the agent.
     """
     names = {run.id: "<run>"}
-    for effect in Effect.objects.filter(run=run).order_by("position"):
-        for path, value in _strings(effect.result, f"{effect.position}-{effect.tool}"):
+    effects = Effect.objects.filter(run_id__in=_family(run)).order_by("run_id", "position")
+    for effect in effects:
+        where = effect.run_id[len(run.id) + 1 :]  # "" for the run's own, "c0" for a child's
+        slot = f"{where}/" if where else ""
+        for path, value in _strings(effect.result, f"{slot}{effect.position}-{effect.tool}"):
             if len(value) >= 6:
                 names.setdefault(value, f"<{path}>")
-    ordered = sorted(names.items(), key=lambda item: -len(item[0]))
     outcome = run.result if run.status == Run.Status.SUCCEEDED else _error_summary(run.error)
+    if run.kind == Run.Kind.LANGGRAPH:
+        thread_id, outcome = _thread_state(run)
+        names[thread_id] = "<thread>"
+    ordered = sorted(names.items(), key=lambda item: -len(item[0]))
     return {"status": run.status, "outcome": _substitute(outcome, ordered)}
+
+
+def _family(run: Run) -> list[str]:
+    """The run's id and its child runs', at any depth (their results reach the run's)."""
+    found, level = [run.id], [run.id]
+    while level:
+        level = list(Run.objects.filter(parent_run_id__in=level).values_list("pk", flat=True))
+        found.extend(level)
+    return found
+
+
+def _thread_state(run: Run) -> tuple[str, Any]:
+    """A LangGraph thread's id and final state values (its run has no result)."""
+    from durableruns.langgraph.resume import load_graph
+
+    thread_id = run.langgraph_thread.thread_id
+    state = load_graph(run.agent).get_state({"configurable": {"thread_id": thread_id}})
+    return thread_id, state.values
 
 
 def _error_summary(error: Any) -> Any:
@@ -142,6 +173,9 @@ def counter_warnings(baseline: Run, base_counts: Counter) -> list[str]:
     """Warn when the execution counter cannot see the baseline's writes (duplicates would hide)."""
     writes = [f"{e.position}-{e.tool}:{e.tool}" for e in Effect.objects.filter(run=baseline)]
     unseen = [key for key in writes if not base_counts[key]]
+    if baseline.kind == Run.Kind.LANGGRAPH and not base_counts:
+        # A graph has no ledger to compare with: a counter that sees nothing is blind.
+        unseen = ["(any node's)"]
     if not unseen:
         return []
     return [

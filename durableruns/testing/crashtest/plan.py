@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from durableruns.engine import crashpoints
+from durableruns.engine.errors import UsageError
 from durableruns.models import Effect, Run, Step
 
 # Outcomes of one crashed run. The first two are what a correct engine produces.
@@ -61,20 +63,44 @@ class Case:
         return self.outcome in FAILURES or self.duplicates > 0
 
 
-def plan_cases(baseline: Run, session: str) -> list[Case]:
-    """One case per crash point and step position it applies to, plus the run-level points."""
+def check_points(points: Collection[str]) -> None:
+    unknown = sorted(set(points) - set(crashpoints.PLANNED))
+    if unknown or not points:
+        raise UsageError(
+            f"unknown crash point(s) {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(crashpoints.PLANNED)}"
+        )
+
+
+def plan_cases(
+    baseline: Run, session: str, points: Collection[str] = crashpoints.PLANNED
+) -> list[Case]:
+    """One case per crash point and step position it applies to, plus the run-level points
+    and, at each step that waits for a child run, the point between the two; only
+    `points` (a subset of crashpoints.PLANNED) when given."""
+    check_points(points)
     effects = set(Effect.objects.filter(run=baseline).values_list("position", flat=True))
     steps = list(Step.objects.filter(run=baseline).order_by("position"))
     cases = []
-    for point in crashpoints.ALL:
+    for point in (p for p in crashpoints.ALL if p in points):
         if point in crashpoints.RUN_LEVEL:
             cases.append(Case(point, crashpoints.RUN_POSITION, "(run)", f"ct-{session}-{point}"))
             continue
         for step in steps:
-            if crashpoints.applies(point, has_effect=step.position in effects):
+            later_branch = step.fan_out is not None and step.fan_out < step.position
+            if crashpoints.applies(
+                point, has_effect=step.position in effects, later_branch=later_branch
+            ):
                 cases.append(
                     Case(
                         point, step.position, step.step_id, f"ct-{session}-{point}-{step.position}"
                     )
                 )
+    # Between a child run's end and its parent's wake: armed on the parent at the step
+    # that waits for the child, fired by the child's executor.
+    for point in (p for p in crashpoints.CHILD_ONLY if p in points):
+        for step in steps:
+            if step.kind == Step.Kind.CHILD:
+                run_id = f"ct-{session}-{point}-{step.position}"
+                cases.append(Case(point, step.position, step.step_id, run_id))
     return cases

@@ -8,7 +8,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,7 +18,7 @@ from durableruns.models import Run
 
 from .cluster import POLL_SECONDS, Cluster, CrashTestError, Options
 from .judge import DONE, counter_warnings, execution_counter, judge
-from .plan import Case, plan_cases
+from .plan import Case, check_points, plan_cases
 from .report import Report
 
 # A run-level crash fires just after the run's final commit; give it this long to show.
@@ -28,16 +28,36 @@ FIRE_GRACE_SECONDS = 1.0
 class CrashTest:
     """One agent and input to test: a baseline run and its matrix of crashed runs."""
 
-    def __init__(self, agent: str, run_input: dict[str, Any]) -> None:
+    def __init__(
+        self, agent: str, run_input: dict[str, Any], points: Collection[str] = crashpoints.PLANNED
+    ) -> None:
         self.agent = registry.get_agent(agent)  # UnknownAgent: a clear error, nothing started
         self.run_input = run_input
+        check_points(points)  # before anything starts
+        self.points = points
         self.session = uuid.uuid4().hex[:6]
         self.baseline: Run | None = None
         self.cases: list[Case] = []
 
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    @property
+    def title(self) -> str:
+        return f"{self.agent.name}@{self.agent.version}"
+
+    @property
+    def baseline_id(self) -> str:
+        return f"ct-{self.session}-baseline"
+
     def start(self, case: Case | None = None) -> None:
-        run_id = case.run_id if case else f"ct-{self.session}-baseline"
+        run_id = case.run_id if case else self.baseline_id
         start_run(self.agent.name, self.run_input, run_id=run_id, version=self.agent.version)
+
+    def plan(self) -> list[Case]:
+        assert self.baseline is not None
+        return plan_cases(self.baseline, self.session, self.points)
 
     def report(
         self, options: Options, cluster: Cluster, count: Callable[[str], Counter], seconds: float
@@ -47,7 +67,7 @@ class CrashTest:
         for case in self.cases:
             judge(case, self.baseline, base_counts, count(case.run_id), options)
         return Report(
-            self.agent.name,
+            self.name,
             self.run_input,
             options,
             cluster.provider_url,
@@ -66,9 +86,10 @@ def run(
     options: Options | None = None,
     *,
     progress: TextIO | None = None,
+    points: Collection[str] = crashpoints.PLANNED,
 ) -> Report:
     """The crash matrix of one agent and input (what `manage.py crashtest` does)."""
-    return run_many([CrashTest(agent, run_input)], options, progress=progress)[0]
+    return run_many([CrashTest(agent, run_input, points)], options, progress=progress)[0]
 
 
 def run_many(
@@ -85,7 +106,7 @@ def run_many(
         _run_baselines(tests, options, cluster)
         cases = []
         for test in tests:
-            test.cases = plan_cases(test.baseline, test.session)
+            test.cases = test.plan()
             cases += [(test, case) for case in test.cases]
             say(
                 f"baseline {test.baseline.id}: {test.baseline.status}; "
@@ -115,13 +136,18 @@ def _run_baselines(tests: list[CrashTest], options: Options, cluster: Cluster) -
     for test in tests:
         test.start()
     deadline = time.monotonic() + options.run_timeout
-    pending = {f"ct-{t.session}-baseline": t for t in tests}
+    pending = {t.baseline_id: t for t in tests}
     while pending:
         for run in Run.objects.filter(pk__in=list(pending)):
             if run.status in (Run.Status.ESCALATED, Run.Status.AWAITING_APPROVAL):
                 raise CrashTestError(
                     f"the uninterrupted run {run.id} stopped as {run.status}: crashtest needs "
                     "an input with which the agent finishes on its own"
+                )
+            if run.status in (Run.Status.FAILED, Run.Status.CANCELLED):
+                raise CrashTestError(
+                    f"the uninterrupted run {run.id} {run.status}{_reason(run)}: crashtest "
+                    "needs an input with which the agent finishes on its own"
                 )
             if run.is_terminal:
                 pending.pop(run.id).baseline = run
@@ -132,6 +158,11 @@ def _run_baselines(tests: list[CrashTest], options: Options, cluster: Cluster) -
                 f"{cluster.provider_url}?)"
             )
         time.sleep(POLL_SECONDS * 5)
+
+
+def _reason(run: Run) -> str:
+    message = (run.error or {}).get("message") if isinstance(run.error, dict) else None
+    return f" ({message})" if message else ""
 
 
 class Scheduler:
@@ -164,11 +195,15 @@ class Scheduler:
             if case.fired_at is None:
                 record = crashpoints.fired(self.cluster.crash_dir, run_id)
                 if record is not None:
-                    # The dead worker's lease stays on the row until another takes over,
-                    # so the fence seen now is the killed execution's.
-                    case.fired_at, case.fence_at_fire = record["at"], fence
+                    # The killed execution's fence, from the record: this look may come
+                    # after another worker took the run over, or even finished it.
+                    # (Points that cannot know it: the row's, whose dead lease stays
+                    # until another worker takes over.)
+                    fired_fence = record.get("fence")
+                    case.fired_at = record["at"]
+                    case.fence_at_fire = fence if fired_fence is None else fired_fence
                     case.killed_pid = record["pid"]
-            elif case.resumed_at is None:
+            if case.fired_at is not None and case.resumed_at is None:
                 if rang_at is not None and rang_at.timestamp() > case.fired_at:
                     case.rung_at = case.rung_at or rang_at.timestamp()  # database time
                 if fence > case.fence_at_fire:
@@ -190,11 +225,7 @@ class Scheduler:
 
 def _settings_line(tests: list[CrashTest], options: Options, cluster: Cluster) -> str:
     server = "started by crashtest" if cluster.started_server else "already running"
-    lines = [
-        f"crashtest {t.agent.name}@{t.agent.version} input "
-        f"{json.dumps(t.run_input, sort_keys=True)}"
-        for t in tests
-    ]
+    lines = [f"crashtest {t.title} input {json.dumps(t.run_input, sort_keys=True)}" for t in tests]
     return "\n".join(
         [
             *lines,
