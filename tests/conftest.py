@@ -7,12 +7,14 @@ served by it, and workers reach them at its URL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,47 @@ def _isolate_xdist_worker() -> None:
 
 
 _isolate_xdist_worker()
+
+# Every process a test starts inherits this, each pytest process (xdist worker) its
+# own, so a server or worker left running after its test is told from another's.
+os.environ["DURABLERUNS_TEST_OWNER"] = str(os.getpid())
+SERVICES = (b"celery", b"gunicorn", b"manage.py", b"runserver")
+
+
+class StrayProcess(UserWarning):
+    """A test left a worker or server running (it was killed)."""
+
+
+def _strays() -> list[tuple[int, str]]:
+    """This pytest process's workers and servers still running (zombies aside)."""
+    mark = f"DURABLERUNS_TEST_OWNER={os.getpid()}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if not any(word in command for word in SERVICES) or int(pid) == os.getpid():
+                continue
+            if mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                found.append((int(pid), command.replace(b"\0", b" ").decode(errors="replace")))
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    """A worker left running sweeps the next test's database with this test's agents
+    and graphs: kill it, and say which test left it (the warnings summary)."""
+    yield
+    if not _strays():
+        return
+    time.sleep(1)  # one that its test is stopping right now is not a stray
+    strays = _strays()
+    for pid, _ in strays:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if strays:
+        warnings.warn(f"killed what this test left running: {strays}", StrayProcess, stacklevel=1)
 
 
 def wait_for(
@@ -159,8 +202,10 @@ class Processes:
         concurrency: int = 1,
         extra_env: dict[str, str] | None = None,
         name: str = "worker",
+        queue: str = "",
     ) -> subprocess.Popen:
-        """A worker; with the solo pool a crash point kills the whole worker process."""
+        """A worker; with the solo pool a crash point kills the whole worker process.
+        `queue`: consume another queue than the one doorbells go to (it still sweeps)."""
         return self._spawn(
             [
                 "worker",
@@ -171,7 +216,7 @@ class Processes:
                 "--without-mingle",
                 "--without-heartbeat",
                 "-Q",
-                self.env["DURABLERUNS_QUEUE"],
+                queue or self.env["DURABLERUNS_QUEUE"],
                 "-n",
                 f"{name}-{uuid.uuid4().hex[:6]}@%h",
             ],
@@ -200,8 +245,16 @@ class Processes:
         return "\n".join(p.read_text(errors="replace")[-3000:] for p in self.log_dir.glob("*.log"))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """Keep each phase's report on the test, for fixtures that explain a failure."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
 @pytest.fixture
-def processes(live_server, provider_url, tmp_path, settings) -> Iterator[Processes]:
+def processes(request, live_server, provider_url, tmp_path, settings) -> Iterator[Processes]:
     """Start workers/beat against the test database, the test Redis and the live server."""
     db = connection.settings_dict
     queue = f"test-{uuid.uuid4().hex[:8]}"
@@ -229,6 +282,10 @@ def processes(live_server, provider_url, tmp_path, settings) -> Iterator[Process
     procs = Processes(env, log_dir)
     yield procs
     procs.stop_all()
+    failed = getattr(request.node, "report_call", None)
+    if failed is not None and failed.failed:
+        # A failure in CI says what the workers did, not only what the test saw.
+        request.node.add_report_section("teardown", "worker logs", procs.logs())
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
 
 
@@ -270,3 +327,13 @@ def leader_tick(monkeypatch) -> Callable[[], None]:
     if leader.leading:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(LEADER_LOCK))
+
+
+@pytest.fixture(autouse=True)
+def _end_liveness() -> Iterator[None]:
+    """An executor run in this process opens its liveness session on the test database:
+    end it with the test, so the database can be flushed and dropped."""
+    yield
+    from durableruns.engine import liveness
+
+    liveness.close()

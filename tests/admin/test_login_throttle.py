@@ -12,11 +12,14 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
+from typing import ClassVar
 
 import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
@@ -219,9 +222,10 @@ def test_the_login_page_still_renders(client):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twenty_concurrent_failures_for_one_user_count_twenty(live_server, carol):
+def test_twenty_concurrent_failures_for_one_user_evaluate_at_most_five(live_server, carol):
     """Real concurrent requests to a threaded server: each takes its slot before its
-    password is checked, so all 20 are counted and at most 5 are evaluated."""
+    password is checked, so at most 5 are evaluated however they race; those that find
+    another check from their address in flight are refused and not counted."""
     barrier = threading.Barrier(20)
     statuses: list[int] = []
 
@@ -242,15 +246,58 @@ def test_twenty_concurrent_failures_for_one_user_count_twenty(live_server, carol
     for thread in threads:
         thread.join(timeout=60)
     assert sorted(set(statuses)) == [200, 429] and len(statuses) == 20
-    assert statuses.count(200) == 5  # evaluated: exactly the limit, however they raced
-    assert login_throttle.failures("carol", "127.0.0.1") == (20, 20)
+    evaluated = statuses.count(200)
+    assert 1 <= evaluated <= 5  # never more than the limit, however they raced
+    # Counted: the evaluated and those refused over the limit, not those refused busy.
+    pair, user = login_throttle.failures("carol", "127.0.0.1")
+    assert pair == user and evaluated <= pair <= 20
+
+
+def test_while_an_address_has_a_check_in_flight_its_other_attempts_wait(client, carol):
+    """Another attempt from the address, from a browser that does not know the username,
+    is refused unchecked and uncounted; a browser that knows it is not held up."""
+    address = f"{_fresh_net()}.9"
+    owner = _known_browser("carol", "carol-password-1", address)
+    held = f"login-checking:{login_throttle._digest(address)}"
+    assert cache.add(held, "another-attempt", timeout=30)
+    try:
+        refused = _attempt(client, "carol", "carol-password-1", REMOTE_ADDR=address)
+        assert refused.status_code == 429 and refused["Retry-After"] == "1"
+        assert "being checked; try again in a moment" in refused.content.decode()
+        assert login_throttle.failures("carol", address) == (0, 0)
+        assert login_throttle.address_failures(address) == 0
+        assert _attempt(owner, "carol", "carol-password-1", REMOTE_ADDR=address).status_code == 302
+    finally:
+        cache.delete(held)
+    assert _attempt(client, "carol", "carol-password-1", REMOTE_ADDR=address).status_code == 302
 
 
 class RealButCheaperHasher(PBKDF2PasswordHasher):
     """Django's own PBKDF2 at a 75th of its iterations: real work per attempt, and a
-    legitimate login that fits in 1 s on this shared, busy machine."""
+    legitimate login that fits in 1 s on this shared, busy machine. It counts the
+    hashes it computes per password: the work an attacker makes everyone wait for."""
 
     iterations = 20_000
+    hashed: ClassVar[Counter[str]] = Counter()
+    at_once: ClassVar[Counter[str]] = Counter()  # hashes of a password in flight
+    most_at_once: ClassVar[Counter[str]] = Counter()
+    _lock = threading.Lock()
+
+    @classmethod
+    def clear(cls) -> None:
+        for counts in (cls.hashed, cls.at_once, cls.most_at_once):
+            counts.clear()
+
+    def encode(self, password: str, salt: str, iterations: int | None = None) -> str:
+        with self._lock:
+            self.hashed[password] += 1
+            self.at_once[password] += 1
+            self.most_at_once[password] = max(self.most_at_once[password], self.at_once[password])
+        try:
+            return super().encode(password, salt, iterations)
+        finally:
+            with self._lock:
+                self.at_once[password] -= 1
 
 
 # Six clients behind one address, in their own process (so they do not compete with
@@ -258,6 +305,10 @@ class RealButCheaperHasher(PBKDF2PasswordHasher):
 _SPRAYER = """
 import re, sys, threading, uuid, httpx
 base, address, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+said = threading.Lock()  # one whole line per answer: unlocked prints interleave ("200200")
+def say(text):
+    with said:
+        print(text, flush=True)
 def spray(n):
     with httpx.Client(base_url=base, headers={"X-Forwarded-For": address}, timeout=60) as http:
         page = http.get("/login/")
@@ -266,9 +317,9 @@ def spray(n):
             data = {"username": "guess-" + uuid.uuid4().hex[:8], "password": "wrong",
                     "csrfmiddlewaretoken": token}
             try:  # a loaded machine may drop a connection: say so, never lose the line
-                print(http.post("/login/", data=data).status_code, flush=True)
+                say(http.post("/login/", data=data).status_code)
             except httpx.TransportError:
-                print("error", flush=True)
+                say("error")
 threads = [threading.Thread(target=spray, args=(count // 6 + (i < count % 6),)) for i in range(6)]
 [t.start() for t in threads]
 [t.join() for t in threads]
@@ -283,12 +334,15 @@ def test_spraying_usernames_from_one_address_does_not_slow_anyone_else(
     usernames (each would cost a real password hash): 20 are checked, 80 are refused
     before hashing, and carol, from another address, logs in meanwhile.
 
-    Her login times are reported, not asserted: on this shared machine (load 16-27
-    while measured) the in-process server's GIL, not hashing, sets them."""
+    What slows everyone else is the server's hashing, so that is what is asserted:
+    the spray costs at most the address's budget of hashes. Carol's login times are a
+    benchmark (benchmarks/login_spray.py: during the spray vs alone), not an assert:
+    on this shared machine the in-process server's GIL, not hashing, sets them."""
     settings.PASSWORD_HASHERS = [f"{__name__}.RealButCheaperHasher"]
     settings.DURABLERUNS_TRUSTED_PROXIES = 1
     carol.set_password("carol-password-1")
     carol.save()
+    RealButCheaperHasher.clear()
     own = f"{_fresh_net()}.8"
     out = tmp_path / "statuses"
     with out.open("w") as sink:
@@ -306,7 +360,32 @@ def test_spraying_usernames_from_one_address_does_not_slow_anyone_else(
     errors = statuses.count("error")  # an attempt whose answer the client never got
     assert len(statuses) == 100 and errors <= 5, statuses
     assert statuses.count("200") <= 20 and statuses.count("429") >= 80 - errors, statuses
-    print("carol's logins during the spray (s):", timings)
+    # Old code (no budget per address): 100 hashes of "wrong", one per guess.
+    assert RealButCheaperHasher.hashed["wrong"] <= 20
+    # And one check at a time from that address (old code: up to six, one per client).
+    assert RealButCheaperHasher.most_at_once["wrong"] == 1
+    assert RealButCheaperHasher.hashed["carol-password-1"] == len(timings) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_guesses_at_a_locked_username_cost_no_hash_and_others_log_in(
+    live_server, carol, bob, settings
+):
+    """A locked-out username does not slow other users' logins: once carol is locked,
+    further guesses at her password are refused before hashing, and bob logs in (from
+    the same address: 16 attempts stay within its budget across usernames)."""
+    settings.PASSWORD_HASHERS = [f"{__name__}.RealButCheaperHasher"]
+    for user in (carol, bob):
+        user.set_password(f"{user.username}-password-1")
+        user.save()
+    RealButCheaperHasher.clear()
+    with httpx.Client(base_url=live_server.url, timeout=60) as http:
+        statuses = [_http_login(http, "carol", "wrong") for _ in range(15)]
+    with httpx.Client(base_url=live_server.url, timeout=60) as http:
+        assert _http_login(http, "bob", "bob-password-1") == 302
+
+    assert statuses == [200] * 5 + [429] * 10
+    assert RealButCheaperHasher.hashed["wrong"] == 5  # hashing before the check: 15
 
 
 def _timed_login(base: str, address: str) -> float:

@@ -144,6 +144,8 @@ def test_an_operator_puts_a_run_on_hold_and_only_an_admin_clears_it(client, bob,
     assert Run.objects.filter(pk="r1").exists()
 
     client.force_login(carol)
+    held = client.get(reverse("held-runs")).content.decode()
+    assert "<td>case 42</td><td>bob</td>" in held  # who placed the hold (and when)
     client.post(reverse("run-release", args=["r1"]))
     assert not Run.objects.get(pk="r1").legal_hold
     actions = list(AuditEvent.objects.order_by("id").values_list("actor_name", "action"))

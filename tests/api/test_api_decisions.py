@@ -36,6 +36,16 @@ def test_a_second_decision_is_a_conflict_that_names_the_first_decider(alice, car
     assert AuditEvent.objects.filter(target_type="approval").count() == 1
 
 
+def test_ignore_is_refused_unless_the_agent_allows_it(alice, gated):
+    path = f"/api/approvals/{gated.approval.pk}/decide/"
+    refused = _post(alice, path, {"decision": "ignore"})
+    assert refused.status_code == 400 and "does not allow 'ignore'" in refused.json()["detail"]
+    gated.approval.allowed = [*gated.approval.allowed, "ignore"]
+    gated.approval.save(update_fields=["allowed"])
+    ignored = _post(alice, path, {"decision": "ignore"})
+    assert (ignored.status_code, ignored.json()["state"]) == (200, "ignored")
+
+
 def test_an_edit_needs_a_json_object(alice, gated):
     path = f"/api/approvals/{gated.approval.pk}/decide/"
     response = _post(alice, path, {"decision": "edit", "payload": [1, 2]})

@@ -20,7 +20,7 @@ ENDPOINTS = [
     ("get", "/api/runs/recorded/effects/", None, VIEW, 200),
     ("get", "/api/effects/", None, VIEW, 200),
     ("get", "/api/effects/{effect}/", None, VIEW, 200),
-    ("post", "/api/runs/pending/cancel/", None, OPERATE, 200),
+    ("post", "/api/runs/pending/cancel/", {"reason": "roles test"}, OPERATE, 200),
     ("post", "/api/runs/broken/resume/", None, OPERATE, 200),
     ("post", "/api/runs/recorded/fork/", {"position": 1}, OPERATE, 201),
     ("get", "/api/runs/recorded/fork-preview/?position=1", None, OPERATE, 200),

@@ -15,6 +15,7 @@ from tests.api import agents
 from tests.api.conftest import client_for
 
 pytestmark = pytest.mark.django_db
+WHY = {"reason": "stale order"}  # a cancel says why (audited)
 
 START = {"agent": "t-api", "input": {"text": "hello"}, "run_id": "client-1"}
 
@@ -75,7 +76,10 @@ def test_a_script_authenticates_with_a_token_from_createtoken(bob, recorded):
 
 def test_a_token_acts_without_a_csrf_token(bob, pending):
     response = Client(enforce_csrf_checks=True).post(
-        "/api/runs/pending/cancel/", HTTP_AUTHORIZATION=f"Token {_token('bob')}"
+        "/api/runs/pending/cancel/",
+        WHY,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {_token('bob')}",
     )
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
@@ -84,14 +88,14 @@ def test_a_token_acts_without_a_csrf_token(bob, pending):
 def test_a_browser_session_needs_the_csrf_token_to_act(bob, pending):
     client = Client(enforce_csrf_checks=True)
     client.force_login(bob)
-    refused = client.post("/api/runs/pending/cancel/", {}, content_type="application/json")
+    refused = client.post("/api/runs/pending/cancel/", WHY, content_type="application/json")
     assert refused.status_code == 403
     assert "CSRF" in refused.json()["detail"]
     assert Run.objects.get(pk="pending").status == Run.Status.QUEUED
     client.get("/login/")  # sets the csrftoken cookie
     accepted = client.post(
         "/api/runs/pending/cancel/",
-        {},
+        WHY,
         content_type="application/json",
         HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value,
     )
@@ -158,9 +162,20 @@ def test_resume_of_a_finished_run_is_a_conflict(bob, recorded):
 
 def test_cancel_twice_is_harmless(bob, pending):
     client = client_for(bob)
-    assert client.post("/api/runs/pending/cancel/").status_code == 200
-    assert client.post("/api/runs/pending/cancel/").status_code == 200
-    assert AuditEvent.objects.filter(action="run.cancel", target_id="pending").count() == 1
+    for _ in range(2):
+        response = client.post("/api/runs/pending/cancel/", WHY, content_type="application/json")
+        assert response.status_code == 200
+    event = AuditEvent.objects.get(action="run.cancel", target_id="pending")
+    assert event.after["reason"] == WHY["reason"]
+
+
+@pytest.mark.parametrize("body", [{}, {"reason": ""}, {"reason": "  "}, {"reason": "x" * 501}])
+def test_a_cancel_without_a_reason_is_refused_as_on_the_dashboard(bob, pending, body):
+    response = client_for(bob).post(
+        "/api/runs/pending/cancel/", body, content_type="application/json"
+    )
+    assert response.status_code == 400 and "reason" in response.json()
+    assert Run.objects.get(pk="pending").status == Run.Status.QUEUED
 
 
 def test_it_forks_a_run_and_previews_what_would_run_again(

@@ -48,3 +48,13 @@ def test_it_fails_and_names_the_duplicate_of_a_write_wrongly_declared_idempotent
 def test_it_refuses_an_unknown_agent_before_starting_anything():
     with pytest.raises(CommandError, match="no-such-agent"):
         call_command("crashtest", "no-such-agent")
+
+
+def test_it_refuses_an_unknown_crash_point_before_starting_anything():
+    with pytest.raises(CommandError, match=r"unknown crash point.*after_step_commit"):
+        call_command("crashtest", "refund-bot", "--points", "after_lunch")
+
+
+def test_it_refuses_an_unknown_graph_before_starting_anything():
+    with pytest.raises(CommandError, match="no graph 'no-such-graph'"):
+        call_command("crashtest", "no-such-graph", "--langgraph")

@@ -131,3 +131,44 @@ def test_the_session_age_setting_reaches_the_database_settings():
         check=True,
     ).stdout.split()
     assert out == ["60", "True"]
+
+
+def _database_settings(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        env={
+            **os.environ,
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x",
+            "DJANGO_SETTINGS_MODULE": "durableruns.settings",
+            **env,
+        },
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_worker_shares_a_bounded_pool_of_sessions():
+    """Issue 23: a thread-pool worker's runs share DURABLERUNS_DB_POOL_SIZE sessions."""
+    worker = _compose()["services"]["worker"]
+    assert "--pool=threads" in worker["command"]
+    assert worker["environment"]["DURABLERUNS_DB_POOL_SIZE"].startswith("${DURABLERUNS_DB_POOL")
+    assert "DURABLERUNS_DB_POOL_SIZE" not in _compose()["services"]["web"]["environment"]
+    code = "from django.conf import settings; print(settings.DATABASES['default']['OPTIONS'])"
+    out = _database_settings(code, DURABLERUNS_DB_POOL_SIZE="20")
+    assert "'pool': {'min_size': 1, 'max_size': 20, 'timeout': 30.0}" in out.stdout, out.stderr
+
+
+def test_a_fresh_install_can_open_the_pool():
+    """The pool is psycopg's psycopg_pool, a dependency of its own: a worker installed
+    from pyproject.toml alone must be able to take a session from it (CI once had none,
+    and every task of the documented worker failed)."""
+    code = "from django.db import connection; print(type(connection.pool).__name__)"
+    out = _database_settings(code, DURABLERUNS_DB_POOL_SIZE="2")
+    assert out.stdout.split() == ["ConnectionPool"], out.stderr
+
+
+def test_it_refuses_a_pool_together_with_persistent_sessions():
+    out = _database_settings("", DURABLERUNS_DB_POOL_SIZE="20", DURABLERUNS_CONN_MAX_AGE="60")
+    assert out.returncode != 0
+    assert "DURABLERUNS_DB_POOL_SIZE and DURABLERUNS_CONN_MAX_AGE exclude each other" in out.stderr

@@ -114,3 +114,16 @@ def test_legal_holds_have_a_reason_and_a_list(page, live_server, tmp_path):  # n
     expect(page.locator("#held")).to_contain_text("held-run")
     assert_accessible(page, "legal holds")
     assert_fits_a_phone(page, "legal holds", "holds", tmp_path)
+
+    # The hold is in the audit log, found by its run; a bad date says so and shows nothing.
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit log").click()
+    page.get_by_label("Run id").fill("held-run")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#audit tbody tr")).to_have_count(1)
+    expect(page.locator("#audit")).to_contain_text("case 2026-114")
+    assert_accessible(page, "audit log")
+    assert_fits_a_phone(page, "audit log", "audit", tmp_path)
+    page.goto(f"{live_server.url}/manage/audit/?run=held-run&since=yesterday")
+    expect(page.get_by_role("alert")).to_contain_text("Not filtered")
+    expect(page.locator("#audit")).not_to_contain_text("case 2026-114")
+    assert_accessible(page, "audit log with a refused filter")

@@ -1,5 +1,6 @@
 """Operators in a real Chromium, against real Celery workers: watch a run live, settle
-an escalation, fork a finished run, and see a dry replay diverge after a code change."""
+an escalation, fork a finished run, see a dry replay diverge after a code change, and
+start a run from the Runs page."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from durableruns.engine import crashpoints, registry
 from durableruns.engine.runs import start_run
 from durableruns.models import Effect, Run
 from tests.conftest import wait_for
+from tests.e2e.a11y import assert_accessible, assert_fits_a_phone
 from tests.e2e.browser import log_in
 from tests.web import agents as dashboard_agents
 
@@ -114,6 +116,13 @@ def test_an_operator_forks_a_finished_run_from_a_middle_step(page, processes, li
     page.get_by_role("button", name="Fork…").click()
     expect(page.locator("h2")).to_contain_text("1 effect would execute again, with new keys")
     expect(page.locator("tr.again")).to_contain_text("record_note")
+    sandbox = page.get_by_label("Sandbox: do not call write tools", exact=False)
+    expect(sandbox).to_be_checked()  # a fork calls no write tool unless unticked
+    page.get_by_role("button", name="Fork from step 1").click()
+    expect(page.get_by_role("alert")).to_contain_text("not forked: give a reason")
+    assert not Run.objects.filter(parent_id="e2e-parent").exists()
+    page.get_by_label("Reason (audited, required)").fill("the note was wrong")
+    page.get_by_label("Sandbox: do not call write tools", exact=False).uncheck()
     page.get_by_role("button", name="Fork from step 1").click()
     expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=30_000)
     expect(page.locator(".facts")).to_contain_text("Forked from")
@@ -145,3 +154,38 @@ def test_a_dry_replay_shows_where_changed_agent_code_diverges(
     diverged = page.locator("tr.entry-diverged")
     expect(diverged).to_contain_text("record_note")
     expect(diverged).to_contain_text("non-determinism at step 1")
+
+
+def test_an_operator_starts_a_run_from_the_runs_page(page, processes, live_server, bob, tmp_path):
+    processes.worker(extra_env=AGENT_MODULES)
+    log_in(page, live_server.url, "bob", "/")
+    page.get_by_role("link", name="Start a run").click()
+    page.get_by_label("Agent").select_option("research-bot")
+    page.get_by_label("Input (a JSON object)").fill('{"topic": "durable agents"')
+    page.get_by_role("button", name="Start the run").click()
+    expect(page.get_by_role("alert")).to_contain_text("Not started: input is not valid JSON")
+    expect(page.get_by_label("Input (a JSON object)")).to_have_value('{"topic": "durable agents"')
+    assert_accessible(page, "start form with a refused input")
+    assert_fits_a_phone(page, "start form", "start", tmp_path)
+    assert not Run.objects.exists()
+
+    page.get_by_label("Input (a JSON object)").fill('{"topic": "durable agents"}')
+    page.get_by_label("Run id (optional)").fill("e2e-started")
+    page.get_by_role("button", name="Start the run").click()
+    expect(page).to_have_url(f"{live_server.url}/runs/e2e-started/")
+    expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=60_000)
+    assert Run.objects.get(pk="e2e-started").created_by == bob
+
+
+def test_an_operator_cancels_a_run_saying_why(page, live_server, bob, tmp_path):
+    start_run("t-ticking", {"ticks": 50, "nap": 1.0}, run_id="e2e-cancel")  # no worker: queued
+    log_in(page, live_server.url, "bob", "/runs/e2e-cancel/")
+    page.get_by_role("link", name="Cancel run…").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Cancel run e2e-cancel?")
+    assert_accessible(page, "cancel confirmation")
+    assert_fits_a_phone(page, "cancel confirmation", "cancel", tmp_path)
+    page.get_by_label("Reason (audited)").fill("customer withdrew the request")
+    page.get_by_role("button", name="Cancel the run").click()
+    expect(page).to_have_url(f"{live_server.url}/runs/e2e-cancel/")
+    expect(page.locator("#run-status")).to_have_text("Cancelled")
+    expect(page.locator("body")).to_contain_text("customer withdrew the request")

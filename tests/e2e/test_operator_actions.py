@@ -33,13 +33,17 @@ def test_an_operator_forks_with_an_edited_input(page, processes, live_server, bo
     page.get_by_role("button", name="Check the edits").click()
     expect(page.locator("#fork-notes")).to_contain_text("edited input")
     expect(page.locator("#fork-input")).to_have_value('{\n  "text": "as meant"\n}')
-    page.get_by_label("Reason (audited)").fill("the customer meant another note")
+    page.get_by_label("Reason (audited, required)").fill("the customer meant another note")
+    # Checking the edits kept the sandbox ticked (the default); this fork is for real.
+    sandbox = page.get_by_label("Sandbox: do not call write tools", exact=False)
+    expect(sandbox).to_be_checked()
+    sandbox.uncheck()
     page.get_by_role("button", name="Fork from step 1").click()
     expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=30_000)
     expect(page.locator("#run-input")).to_contain_text('"as meant"')
     expect(page.locator("#run-result")).to_contain_text('"note": "as meant"')
     child = Run.objects.get(parent_id="e2e-fork-parent")
-    assert child.input == {"text": "as meant"}
+    assert child.input == {"text": "as meant"} and not child.sandbox
     event = AuditEvent.objects.get(action="run.fork")
     assert event.after["reason"] == "the customer meant another note"
 
@@ -60,6 +64,10 @@ def test_an_operator_cancels_every_run_matching_a_filter_with_a_reason(page, liv
     page.get_by_label("Reason").fill("a bad deploy of t-ledger")
     page.get_by_role("button", name="Cancel 3 runs").click()
     expect(page.locator("#bulk-progress")).to_contain_text("Cancel: 3 runs changed. Done.")
+    # Nothing of the question is left to press again, nor the statuses it listed.
+    expect(page.get_by_role("heading", level=1)).to_have_text("Cancel: done")
+    expect(page.get_by_role("button", name="Cancel 3 runs")).to_have_count(0)
+    expect(page.locator("#bulk-sample")).not_to_contain_text("Queued")
     statuses = {run.id: run.status for run in Run.objects.all()}
     assert statuses == {
         "e2e-batch-0": "cancelled",

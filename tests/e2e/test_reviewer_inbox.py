@@ -125,7 +125,11 @@ def test_a_reviewer_edits_through_the_schema_form_and_sees_the_limit(
     shoot(page, "schema-form", tmp_path)
     assert_fits_a_phone(page, "approval page", "schema-form", tmp_path)
 
+    # The amount in currency units follows the typing, before anything is sent.
+    amount.fill("1234567")
+    expect(help_text.locator(".amount")).to_have_text("Shown now: 12,345.67 (in currency units).")
     amount.fill("30000")
+    expect(help_text.locator(".amount")).to_have_text("Shown now: 300.00 (in currency units).")
     card.get_by_role("button", name="Edit and approve").click()
     alert = page.locator(f"#approval-{approval.pk} [role=alert]")
     expect(alert).to_contain_text("at most 25,000")
@@ -133,6 +137,16 @@ def test_a_reviewer_edits_through_the_schema_form_and_sees_the_limit(
     amount = page.locator(f"#approval-{approval.pk}").get_by_label("Amount (cents)")
     expect(amount).to_have_value("30000")  # what the reviewer typed is kept
     assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
+
+    # A decimal where whole cents are asked for: kept as typed, marked, said beside it.
+    amount.fill("12.50")
+    page.locator(f"#approval-{approval.pk}").get_by_role("button", name="Edit and approve").click()
+    amount = page.locator(f"#approval-{approval.pk}").get_by_label("Amount (cents)")
+    expect(amount).to_have_value("12.50")
+    expect(page.locator(f"#f-{approval.pk}-cents-help .amount")).to_have_text("")
+    expect(amount).to_have_attribute("aria-invalid", "true")
+    expect(page.locator(f"#f-{approval.pk}-cents-error")).to_contain_text("not a whole number")
+    assert_accessible(page, "approval page with a refused value")
 
     amount.fill("20000")
     page.locator(f"#approval-{approval.pk}").get_by_role("button", name="Edit and approve").click()
@@ -184,6 +198,21 @@ def test_an_admin_reassigns_a_claimed_approval_and_answers_the_agent(
         "decision": "respond",
         "answer": "Ship from Bristol",
     }
+
+
+def test_a_reviewer_ignores_a_request_and_nothing_is_paid(page, processes, live_server, alice):
+    processes.worker(extra_env=AGENT_MODULES)
+    start_run("t-ignorable", {}, run_id="e2e-ignore")
+    approval = _awaiting("e2e-ignore")
+    log_in(page, live_server.url, "alice", f"/approvals/{approval.pk}/")
+    card = page.locator(f"#approval-{approval.pk}")
+    card.get_by_role("button", name="Ignore", exact=True).click()
+    expect(card).to_contain_text("Ignored by alice")
+    wait_for(lambda: Run.objects.get(pk="e2e-ignore").is_terminal, message="the run to finish")
+    assert Run.objects.get(pk="e2e-ignore").result == {"decision": "ignore", "paid": "not paid"}
+    page.goto(f"{live_server.url}/runs/e2e-ignore/")
+    expect(page.locator(".run-approvals")).to_contain_text("Ignored by alice")
+    assert_accessible(page, "a run with an ignored request")
 
 
 def test_a_sandbox_fork_is_marked_on_the_card_the_email_and_the_run_page(

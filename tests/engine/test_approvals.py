@@ -248,3 +248,37 @@ def test_it_exports_approvals_and_their_audit_events(alice):
 def test_it_redacts_secrets_before_showing_the_payload_to_reviewers():
     run = _suspended({"payload": {"card_number": "4242 4242 4242 4242", "note": "ok"}})
     assert _approval(run).payload == {"card_number": "[REDACTED]", "note": "ok"}
+
+
+@dr.agent("ignore-probe", version="1")
+def ignore_probe(run: dr.Run, task: dict) -> dict:
+    decision = run.approval(
+        "ship",
+        summary="Ship the parcel?",
+        payload={"parcels": 2},
+        allowed=task.get("allowed", ("approve", "reject", "ignore")),
+        four_eyes=True,
+    )
+    shipped = run.step("ship", lambda: "shipped") if decision.approved else None
+    return {"decision": decision.decision, "ignored": decision.ignored, "shipped": shipped}
+
+
+def test_an_ignored_request_approves_nothing_and_the_agent_is_told(alice):
+    # Under four-eyes the run's starter may still ignore it, as they may reject it.
+    run, _ = start_run("ignore-probe", {}, user=alice)
+    assert executor.advance(run.id) == Run.Status.AWAITING_APPROVAL
+    approval = _approval(run)
+    decided = approvals.decide(approval, "ignore", user=alice)
+    assert (decided.state, decided.decided_as) == (Approval.State.IGNORED, "Ignored")
+    assert AuditEvent.objects.get(action="approval.ignore").actor_name == "alice"
+    result = _finish(run).result
+    assert result == {"decision": "ignore", "ignored": True, "shipped": None}
+    assert list(Step.objects.filter(run=run).values_list("kind", flat=True)) == ["approval"]
+
+
+def test_ignore_needs_the_agent_to_allow_it(alice):
+    run, _ = start_run("ignore-probe", {"allowed": ["approve", "reject"]})
+    assert executor.advance(run.id) == Run.Status.AWAITING_APPROVAL
+    with pytest.raises(approvals.DecisionRefused, match="does not allow 'ignore'"):
+        approvals.decide(_approval(run), "ignore", user=alice)
+    assert _approval(run).state == Approval.State.PENDING

@@ -10,9 +10,10 @@ from collections import Counter
 import pytest
 
 import durableruns as dr
-from durableruns.engine import executor, store
+from durableruns.engine import executor, liveness, store
 from durableruns.engine.runs import start_run
 from durableruns.models import Effect, Run
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,7 +75,8 @@ def _crash_mid_call(run_id: str, tool: str) -> None:
     with pytest.raises(WorkerKilled):
         executor.advance(run_id)
     assert Effect.objects.get(run_id=run_id).state == Effect.State.STARTED
-    assert store.take_over_dead_owners() == [run_id]
+    liveness.close()  # the process's death ends its liveness session, and frees its lock
+    assert wait_for(store.take_over_dead_owners, timeout=5) == [run_id]
 
 
 def test_it_never_calls_an_unsafe_write_again_and_escalates(drive):

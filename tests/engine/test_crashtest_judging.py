@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -13,6 +15,8 @@ from durableruns.engine import crashpoints
 from durableruns.models import Effect, Run, Step
 from durableruns.testing import crashtest
 from durableruns.testing.crashtest.judge import judge
+from durableruns.testing.crashtest.plan import Case
+from durableruns.testing.crashtest.runner import Scheduler
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +71,8 @@ def test_it_plans_every_point_at_every_step_it_applies_to():
     assert (crashpoints.BEFORE_STEP, 0) in planned
     assert (crashpoints.AFTER_STEP_COMMIT, 3) in planned
     assert {p for p, pos in planned if pos == 2} == set(crashpoints.ALL) - {
-        crashpoints.AFTER_RUN_FINISHED
+        crashpoints.AFTER_RUN_FINISHED,
+        *crashpoints.FAN_OUT_ONLY,
     }
     assert not {(p, pos) for p, pos in planned if p in crashpoints.EFFECT_ONLY and pos != 2}
     assert (crashpoints.AFTER_RUN_FINISHED, -1) in planned
@@ -167,3 +172,19 @@ def test_the_report_shows_deduplicated_resends_apart_from_duplicates():
     assert "DEDUPLICATED in crashed-7: {'2-refund:refund': 1}" in text
     assert "0 duplicate executions, 0 lost" in text
     assert "1 deduplicated same-key re-sends;" in text
+
+
+def test_a_run_resumed_and_finished_between_two_looks_counts_as_resumed(tmp_path, settings):
+    """Under load the watcher may first look after the kill, the takeover and the end:
+    the row then shows the resumer's fence, so the killed execution's comes from the
+    crash record (CI once judged such a run "finished", killed after it had ended)."""
+    run = _refund_run("ct-raced", "re_1")
+    Run.objects.filter(pk=run.pk).update(fence=2)  # the resumer's lease; it finished
+    crashpoints.arm(tmp_path, run.id, crashpoints.BEFORE_STEP, 0)
+    settings.DURABLERUNS_CRASH_DIR = str(tmp_path)
+    with mock.patch.object(crashpoints.os, "kill"):  # the worker dies here, with lease 1
+        crashpoints.crash_point(crashpoints.BEFORE_STEP, run.id, 0, fence=1)
+    case = Case(point=crashpoints.BEFORE_STEP, position=0, step="0-plan", run_id=run.id)
+    cluster = SimpleNamespace(crash_dir=tmp_path)
+    Scheduler(crashtest.Options(), cluster, lambda _: None)._observe({run.id: case})
+    assert (case.fence_at_fire, case.resumed_at is not None) == (1, True)

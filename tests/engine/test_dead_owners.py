@@ -1,5 +1,6 @@
-"""A running run whose executor's Postgres session is gone has a dead owner: the
-sweeper expires its lease at once instead of waiting out the TTL (invariant 7)."""
+"""A running run whose executor process's Postgres liveness session is gone has a dead
+owner: the sweeper expires its lease at once instead of waiting out the TTL
+(invariant 7). One session per process covers all the runs it executes."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from durableruns.engine import executor, store
+from durableruns.engine import executor, liveness, store
 from durableruns.engine.runs import start_run
 from durableruns.models import Run
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+ELSEWHERE = "elsewhere:1:x"  # another worker process's owner id
 
 
 def _dsn() -> str:
@@ -23,39 +26,54 @@ def _dsn() -> str:
     )
 
 
-def _running(run_id: str) -> store.Lease:
+def _running(run_id: str, process: str = ELSEWHERE) -> store.Lease:
     start_run("t-sleepy", {"seconds": 30}, run_id=run_id)
-    lease = store.acquire_lease(run_id, "elsewhere:1:x")
+    lease = store.acquire_lease(run_id, f"{process}/{run_id}")
     assert lease is not None
     return lease
 
 
-def _executor_session(run_id: str) -> psycopg.Connection:
-    """Another process's executor connection, holding the run's liveness lock."""
+def _process_session(process: str = ELSEWHERE) -> psycopg.Connection:
+    """Another worker process's liveness session, holding its lock."""
     session = psycopg.connect(_dsn(), autocommit=True)
-    session.execute("SELECT pg_advisory_lock(%s)", [store.run_lock_key(run_id)])
+    session.execute("SELECT pg_advisory_lock(%s)", [store.process_lock_key(process)])
     return session
+
+
+def _liveness_sessions() -> int:
+    """Sessions holding an advisory lock keyed by this process's owner id."""
+    key = store.process_lock_key(liveness.current().owner) & 0xFFFFFFFFFFFFFFFF
+    with psycopg.connect(_dsn(), autocommit=True) as other:
+        rows = other.execute(
+            "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND classid = %s AND objid = %s AND objsubid = 1",
+            [key >> 32, key & 0xFFFFFFFF],
+        ).fetchone()
+    return rows[0]
 
 
 def test_it_leaves_a_run_whose_owner_session_is_alive(rung):
     _running("alive")
-    with _executor_session("alive"):
+    with _process_session():
         assert store.take_over_dead_owners() == []
         assert executor.advance("alive") == "skipped"
     assert Run.objects.get(pk="alive").lease_expires_at is not None
 
 
-def test_it_expires_the_lease_as_soon_as_the_owner_session_closes(rung):
-    lease = _running("dead")
-    session = _executor_session("dead")
-    session.close()  # what the kernel does for a SIGKILLed worker
+def test_it_expires_every_run_of_a_process_as_soon_as_its_session_closes(rung):
+    leases = [_running("dead-1"), _running("dead-2"), _running("dead-3")]
+    _running("other", process="living:2:y")
+    session = _process_session()
+    with _process_session("living:2:y"):
+        session.close()  # what the kernel does for a SIGKILLed worker
 
-    # The server ends the session a moment after the client hangs up.
-    assert wait_for(store.take_over_dead_owners, timeout=5) == ["dead"]
-    assert rung == ["dead", "dead"], "rung when started, and again when taken over"
-    assert executor.advance("dead") in {"waiting", Run.Status.WAITING}
-    run = Run.objects.get(pk="dead")
-    assert run.fence > lease.fence, "the next executor took over with a new fence"
+        # The server ends the session a moment after the client hangs up.
+        dead = wait_for(store.take_over_dead_owners, timeout=5)
+    assert sorted(dead) == ["dead-1", "dead-2", "dead-3"]
+    assert rung.count("dead-1") == 2, "rung when started, and again when taken over"
+    assert executor.advance("dead-1") in {"waiting", Run.Status.WAITING}
+    assert Run.objects.get(pk="dead-1").fence > leases[0].fence, "a new fence"
+    assert Run.objects.get(pk="other").lease_expires_at > timezone.now()
 
 
 def test_it_ignores_the_dead_owner_signal_when_turned_off(rung, settings):
@@ -65,29 +83,60 @@ def test_it_ignores_the_dead_owner_signal_when_turned_off(rung, settings):
     assert Run.objects.get(pk="pooled").status == Run.Status.RUNNING
 
 
-def test_a_finished_executor_leaves_its_lock_free(rung):
+def test_it_leaves_an_owner_naming_no_process_to_the_lease_ttl(rung):
+    """A worker of an earlier release owns leases by run, not by process."""
+    start_run("t-sleepy", {"seconds": 30}, run_id="legacy")
+    assert store.acquire_lease("legacy", "host:1:abcdef12") is not None
+    assert store.take_over_dead_owners() == []
+
+
+def test_many_runs_of_one_process_hold_one_liveness_session(rung):
+    for run_id in ("a", "b", "c"):
+        start_run("t-sleepy", {"seconds": 30}, run_id=run_id)
+    with (
+        liveness.executing(lambda owner: store.acquire_lease("a", owner)) as a,
+        liveness.executing(lambda owner: store.acquire_lease("b", owner)) as b,
+        liveness.executing(lambda owner: store.acquire_lease("c", owner)) as c,
+    ):
+        assert a and b and c
+        assert {store.process_of(lease.owner) for lease in (a, b, c)} == {liveness.current().owner}
+        assert _liveness_sessions() == 1
+        assert store.take_over_dead_owners() == []
+        assert len(liveness.current().held()) == 3
+    assert liveness.current().held() == []
+
+
+def test_a_finished_executor_leaves_the_process_lock_held_and_no_lease(rung):
     start_run("t-sleepy", {"seconds": 30}, run_id="done")
     executor.advance("done")
-    with psycopg.connect(_dsn(), autocommit=True) as other:
-        key = store.run_lock_key("done")
-        assert other.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()[0]
+    assert liveness.current().held() == []
+    assert _liveness_sessions() == 1
+    liveness.close()
+    assert wait_for(lambda: _liveness_sessions() == 0, timeout=5)
+
+
+def test_it_renews_every_held_lease_in_one_beat_and_marks_a_lost_one(rung):
+    leases = [_running("r1"), _running("r2")]
+    Run.objects.filter(pk="r2").update(lease_owner="someone-else/1")
+    store.renew_leases(leases)
+    assert not leases[0].lost
+    assert leases[1].lost
+
+
+def test_it_never_renews_a_lease_that_expired(rung):
+    """A hung process waking up must not extend a lease another may hold now."""
+    lease = _running("late")
+    Run.objects.filter(pk="late").update(lease_expires_at=timezone.now())
+    store.renew_leases([lease])
+    assert lease.lost
 
 
 def test_it_takes_over_from_a_hung_owner_once_the_lease_expires(rung):
-    """A hung (SIGSTOPped, partitioned) owner keeps its session and its lock: the lease
-    TTL is the fallback, and the lock must not keep the next executor out."""
+    """A hung (SIGSTOPped, partitioned) process keeps its session and its lock: the
+    lease TTL is the fallback, and the lock must not keep the next executor out."""
     lease = _running("hung")
-    with _executor_session("hung"):
+    with _process_session():
         assert store.take_over_dead_owners() == []
         Run.objects.filter(pk="hung").update(lease_expires_at=timezone.now())
         assert executor.advance("hung") == Run.Status.WAITING
     assert Run.objects.get(pk="hung").fence > lease.fence
-
-
-def test_a_doorbell_that_loses_the_lock_race_never_takes_the_lease(rung):
-    """Another worker's duplicate doorbell holds the lock for an instant: this one must
-    not take the lease without the lock (the sweeper would read it as dead)."""
-    start_run("t-sleepy", {"seconds": 30}, run_id="raced")
-    with _executor_session("raced"):  # the competing doorbell's executor, mid-claim
-        assert store.claim_owner_lock("raced") == store.LOCK_BUSY
-    assert Run.objects.get(pk="raced").status == Run.Status.QUEUED

@@ -102,7 +102,9 @@ def test_an_imported_escalation_resolution_is_asked_again(provider_url, tmp_path
     assert Effect.objects.get(tool="refund").state == Effect.State.UNKNOWN
 
 
-@pytest.mark.parametrize("status", ["queued", "running", "waiting", "awaiting_approval"])
+@pytest.mark.parametrize(
+    "status", ["queued", "running", "waiting", "awaiting_approval", "awaiting_child"]
+)
 def test_no_unfinished_status_executes_without_a_human(tmp_path, rung, status):
     doc = _doc(_suspended({"expires_in": 60, "on_expiry": "approve"}))
     doc["run"]["status"] = status

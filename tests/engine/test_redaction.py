@@ -92,19 +92,35 @@ DENSE = {
 }
 
 
-def _seconds(text: str) -> float:
-    redact_text(text)  # compiled and warm
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        redact_text(text)
-        best = min(best, time.perf_counter() - started)
+def _seconds(*texts: str) -> list[float]:
+    """The best of five timings of redacting each text, taken in alternation so that
+    a moment of load from other work falls on all of them alike. CPU time of this
+    thread, not wall time: on a loaded machine a 60 ms call is preempted every time and
+    a 1 ms one rarely, so wall-time ratios grew with the machine's load."""
+    for text in texts:
+        redact_text(text)  # compiled and warm
+    best = [float("inf")] * len(texts)
+    for _ in range(5):
+        for i, text in enumerate(texts):
+            started = time.thread_time()
+            redact_text(text)
+            best[i] = min(best[i], time.thread_time() - started)
     return best
 
 
+# The floor: the same length of prose with nothing to redact, measured in the same test.
+# Absolute figures (100,000 adversarial characters in under 50 ms) are the benchmark's
+# (benchmarks/step_sizes.py, `make bench`): on a shared machine a test can only compare.
+PROSE = "The quick brown fox jumps over the lazy dog. "
+FLOOR_RATIO = 40  # the worst shape costs ~12x the floor; the old patterns, thousands
+
+
 @pytest.mark.parametrize("shape", sorted(ADVERSARIAL))
-def test_it_redacts_100000_adversarial_characters_in_under_50_ms(shape):
-    assert _seconds(ADVERSARIAL[shape](100_000)) < 0.050
+def test_100000_adversarial_characters_cost_no_more_than_a_few_scans_of_prose(shape):
+    text = ADVERSARIAL[shape](100_000)
+    assert redact_text(text) == text  # nothing in them is a secret
+    adversarial, floor = _seconds(text, (PROSE * (len(text) // len(PROSE) + 1))[: len(text)])
+    assert adversarial < max(floor, 0.0005) * FLOOR_RATIO, (adversarial, floor)
 
 
 @pytest.mark.parametrize("shape", sorted({**ADVERSARIAL, **DENSE}))
@@ -112,8 +128,8 @@ def test_it_grows_linearly_from_10000_to_100000_characters(shape):
     """Coarse on purpose (shared CI machines): ten times the input may cost at most
     thirty times the time, where the old backtracking patterns cost a hundred."""
     make = {**ADVERSARIAL, **DENSE}[shape]
-    small, large = (_seconds(make(n)) for n in (10_000, 100_000))
-    assert large < max(small, 0.0005) * 30
+    small, large = _seconds(make(10_000), make(100_000))
+    assert large < max(small, 0.0005) * 30, (small, large)
 
 
 # --- The one-scan screen never misses what the walk would redact --------------------

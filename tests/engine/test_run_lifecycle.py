@@ -78,11 +78,13 @@ def test_it_retries_transient_failures_with_backoff_and_then_succeeds(drive):
 
 
 def _assert_timed_attempts(step: Step, *, failed: int) -> None:
-    """Each failed attempt has its own [start, end], in order, before the last attempt."""
+    """Each failed attempt has its own [start, end, error], in order, before the last."""
     from datetime import datetime
 
-    times = [[datetime.fromisoformat(t) for t in pair] for pair in step.attempt_times]
+    times = [[datetime.fromisoformat(t) for t in item[:2]] for item in step.attempt_times]
     assert len(times) == failed
+    errors = [item[2] for item in step.attempt_times]
+    assert errors == [f"TransientError: flaky failed ({n})" for n in range(1, failed + 1)]
     ends = [step.started_at]
     for (started, finished), (next_start, *_) in zip(times, [*times[1:], ends], strict=True):
         assert started <= finished <= next_start

@@ -40,3 +40,15 @@ def test_the_page_showing_the_plaintext_is_not_stored(drive, client, carol):
     )
     assert shown.status_code == 200 and SECRET in shown.content.decode()
     assert "no-store" in shown["Cache-Control"]
+
+
+def test_the_run_page_links_admins_to_the_sealed_values_shown_as_json(drive, client, carol, bob):
+    finished = _finished(drive)
+    client.force_login(bob)
+    assert "Sealed secrets of this run" not in client.get(f"/runs/{finished.id}/").content.decode()
+    client.force_login(carol)
+    page = client.get(f"/runs/{finished.id}/").content.decode()
+    assert f'href="/runs/{finished.id}/secrets/"' in page
+    sealed = client.get(f"/runs/{finished.id}/secrets/").content.decode()
+    assert "&quot;[REDACTED]&quot;" in sealed or "[REDACTED]" in sealed
+    assert "{&#x27;" not in sealed and SECRET not in sealed  # JSON, never a Python repr

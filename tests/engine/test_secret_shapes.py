@@ -163,3 +163,60 @@ def test_no_shape_reaches_the_api_the_pages_exports_or_the_audit_after_retention
     retention._redact([run.id])
     after = list(AuditEvent.objects.filter(target_id=run.id).values_list("after", flat=True))
     assert after and all(value in (None, retention.REDACTED_PAYLOAD) for value in after)
+
+
+# --- A bare AWS secret key: told from a digest by the access key id beside it --------
+
+AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{AWS_KEY_ID} {AWS_SECRET}",
+        f"{AWS_KEY_ID}:{AWS_SECRET}",
+        f"Access key ID,Secret access key\n{AWS_KEY_ID},{AWS_SECRET}\n",
+        f"creds {AWS_SECRET} for {AWS_KEY_ID}",
+        f"id {AWS_KEY_ID}, and here it is, as you asked yesterday: {AWS_SECRET}",
+        f"export AWS_ACCESS_KEY_ID={AWS_KEY_ID} AWS_SECRET=/{AWS_SECRET}/",
+    ],
+)
+def test_it_redacts_a_bare_aws_secret_key_beside_its_access_key_id(text):
+    # Old code: the id was redacted and the secret, with no "aws…key" before it, kept.
+    redacted = redact_text(text)
+    assert AWS_SECRET not in redacted and AWS_KEY_ID not in redacted
+    assert current_rules().flags(canonical_json(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"commit {CLASSIC_GITHUB} and {AWS_SECRET}",  # 40 characters, no key id near
+        f"{AWS_KEY_ID} " + "x" * 200 + f" {AWS_SECRET}",  # too far from the id
+        f"{AWS_KEY_ID} {AWS_SECRET}Z",  # 41 characters: not a secret key's length
+    ],
+)
+def test_a_forty_character_word_away_from_a_key_id_is_kept(text):
+    assert AWS_SECRET in redact_text(text)
+
+
+def test_the_pair_keeps_the_words_between_id_and_secret():
+    redacted = redact_text(f"id {AWS_KEY_ID} then {AWS_SECRET} end")
+    assert redacted == f"id {REDACTED} then {REDACTED} end"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: (AWS_KEY_ID + " ") * (n // 21),  # every id opens a window
+        lambda n: (AWS_KEY_ID + " " + "a" * 39 + " ") * (n // 61),  # near-miss lengths
+        lambda n: AWS_KEY_ID + " " + "A/" * (n // 2),  # one long run after an id
+    ],
+)
+def test_the_pair_rule_stays_linear_on_a_megabyte(make):
+    """A functional bound, not a timing: RE2 runs the pair rule (no backtracking), and
+    a megabyte of windows comes back whole, its ids redacted. The time per size is in
+    the benchmark (benchmarks/step_sizes.py, redaction_ms)."""
+    text = make(1_000_000)
+    redacted = redact_text(text)
+    assert AWS_KEY_ID not in redacted and len(redacted) >= len(text) // 2

@@ -270,3 +270,37 @@ def test_the_readme_shows_the_tested_tool_calling_agent():
     code = re.search(r"# --- README: tool-calling agent ---\n(.*)# --- end ---", agent, re.S)
     assert code is not None
     assert f"```python\n{code.group(1).strip()}\n```" in (root / "README.md").read_text()
+    # "A tool-calling agent in 30 lines" (issue 26): blank lines not counted.
+    assert len([line for line in code.group(1).splitlines() if line.strip()]) <= 30
+
+
+@dr.agent("tools-only-bot", version="1", max_steps=5)
+def tools_only_bot(run: dr.Run, task: dict) -> dict:
+    from tests.agents_toolcalling import TOOLS
+
+    reply = run.llm("turn-0", messages=[{"role": "user", "content": task["question"]}], tools=TOOLS)
+    run.sleep("nap", 0.05)  # what follows runs in a second pass, from the record
+    return {
+        "none": reply is None,
+        "text": str(reply),
+        "content": reply.content,
+        "calls": [call.name for call in reply.tool_calls],
+        "finish_reason": reply.finish_reason,
+    }
+
+
+def test_a_tools_only_reply_is_never_recorded_or_replayed_as_none(drive, model_url):
+    run, _ = start_run("tools-only-bot", QUESTION, run_id="tools-only")
+    run = drive(run.id)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert run.leases_taken >= 2  # the reply below is the replayed one
+    assert run.result == {
+        "none": False,
+        "text": "",
+        "content": None,
+        "calls": ["lookup_order", "refund", "send_email"],
+        "finish_reason": "tool_calls",
+    }
+    recorded = _llm_results(run.id)[0]
+    assert [call["name"] for call in recorded["tool_calls"]] == run.result["calls"]
+    assert ModelCall.objects.filter(idempotency_key__startswith="tools-only:").count() == 1

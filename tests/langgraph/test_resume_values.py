@@ -25,6 +25,7 @@ def registered(settings, tmp_path, monkeypatch) -> Path:
         "mail=tests.langgraph.mail:send_graph",
         "review=tests.langgraph.mail:review_graph",
         "ask=tests.langgraph.test_resume_values:ask_graph",
+        "skip=tests.langgraph.test_resume_values:skip_graph",
     ]
     sent_log = tmp_path / "sent.log"
     monkeypatch.setenv("MAIL_SENT_LOG", str(sent_log))
@@ -108,3 +109,24 @@ def test_a_response_returns_the_reviewers_words_and_returns_decision_opts_out(al
     assert values["to"] == "carol@example.com"
     assert values["draft"]["decision"] == "approve" and values["draft"]["comment"] == "yes"
     assert values["draft"]["approved"] is True
+
+
+def maybe_send(state: Mail) -> Mail:
+    is_approved = interrupt({"summary": "Send it?", "allowed": ["approve", "reject", "ignore"]})
+    return {"outcome": "sent" if is_approved else f"not sent: {is_approved!r}"}
+
+
+def skip_graph():
+    builder = StateGraph(Mail)
+    builder.add_node("maybe_send", maybe_send)
+    builder.add_edge(START, "maybe_send")
+    builder.add_edge("maybe_send", END)
+    return builder.compile(checkpointer=DurableRunsSaver(graph="skip"))
+
+
+def test_an_ignore_returns_none_so_the_docs_if_sends_nothing(alice):
+    skip_graph().invoke({}, {"configurable": {"thread_id": "skip"}})
+
+    config = _decide("skip", "ignore", alice)
+
+    assert skip_graph().get_state(config).values["outcome"] == "not sent: None"

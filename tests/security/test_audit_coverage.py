@@ -46,7 +46,7 @@ ACTIONS = {
     "run-hold": ({"run_id": "free"}, {"reason": "case 7"}, "run.legal_hold"),
     "claim_approval": ({"pk": "approval"}, {}, "approval.claim"),
     "run-release": ({"run_id": "held"}, {}, "run.legal_hold_clear"),
-    "run-cancel": ({"run_id": "live"}, {}, "run.cancel"),
+    "run-cancel": ({"run_id": "live"}, {"reason": "audit test"}, "run.cancel"),
     "run-resume": ({"run_id": "failed"}, {}, "run.resume"),
     "decide_approval": ({"pk": "approval"}, {"decision": "approve"}, "approval.approve"),
     "escalation-resolve": (
@@ -65,7 +65,7 @@ ACTIONS = {
 ANSWERED_IN_PLACE = {"secret-reveal"}
 # The JSON API: the same actions for scripts, answered with JSON, not a redirect.
 API_ACTIONS = {
-    "api-run-cancel": ({"run_id": "live"}, {}, "run.cancel", 200),
+    "api-run-cancel": ({"run_id": "live"}, {"reason": "audit test"}, "run.cancel", 200),
     "api-run-resume": ({"run_id": "failed"}, {}, "run.resume", 200),
     "api-run-fork": ({"run_id": "free"}, {"position": 0}, "run.fork", 201),
     "api-approval-decide": (

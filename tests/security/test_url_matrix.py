@@ -57,9 +57,13 @@ API_OPERATE = _by_role(401, 403, 403, 415, 415)
 EXPECTED: dict[str, Expect] = {
     "runs": Expect("GET", VIEW_PAGE),
     "run": Expect("GET", VIEW_PAGE, RUN),
+    # The start form (GET) posts to itself: operators and admins.
+    "run-start": Expect("GET", _by_role(302, 403, 403, 200, 200)),
     "login": Expect("GET", PUBLIC),
     "logout": Expect("POST", _by_role(302, 302, 302, 302, 302)),
     "healthz": Expect("GET", PUBLIC),
+    # The icon's old-style address, asked for before anyone logs in: to the static file.
+    "favicon": Expect("GET", _by_role(301, 301, 301, 301, 301)),
     # Guarded by a bearer token, not a session: no token, no metrics, whoever asks.
     "metrics": Expect("GET", _by_role(401, 401, 401, 401, 401)),
     "policies": Expect("GET", ADMIN_PAGE),
@@ -76,6 +80,7 @@ EXPECTED: dict[str, Expect] = {
     "policies-apply-confirm": Expect("GET", ADMIN_PAGE),
     "policy-delete-confirm": Expect("GET", ADMIN_PAGE, {"pk": "policy"}),
     "held-runs": Expect("GET", ADMIN_PAGE),
+    "audit-log": Expect("GET", ADMIN_PAGE),
     # An empty rule form is refused (400) once the permission check has let one in.
     "redaction-rule-preview": Expect("POST", _by_role(302, 403, 403, 403, 400)),
     # The admin pages moved to /manage/: old links redirect (after logging in).
@@ -109,7 +114,8 @@ EXPECTED: dict[str, Expect] = {
     "langgraph-fork": Expect("POST", OPERATOR_ACTION, RUN),
     # GET is the bulk confirmation page ("cancel 12 runs?"); nothing selected: back.
     "runs-bulk": Expect("GET", _by_role(302, 403, 403, 302, 302)),
-    "run-cancel": Expect("POST", OPERATOR_ACTION, RUN),
+    # GET is the confirmation asking why; the POST (with a reason) cancels.
+    "run-cancel": Expect("GET", _by_role(302, 403, 403, 200, 200), RUN),
     "run-resume": Expect("POST", OPERATOR_ACTION, RUN),
     "escalation-resolve": Expect(
         "POST", _by_role(302, 403, 403, 400, 400), {"effect_id": "effect"}
@@ -134,7 +140,7 @@ EXPECTED: dict[str, Expect] = {
     "api-approval": Expect("GET", API_VIEW, {"approval_id": "approval"}),
     "api-run-replay": Expect("GET", _by_role(401, 403, 403, 200, 200), RUN),
     "api-run-fork-preview": Expect("GET", _by_role(401, 403, 403, 400, 400), RUN),
-    "api-run-cancel": Expect("POST", _by_role(401, 403, 403, 409, 409), RUN),
+    "api-run-cancel": Expect("POST", API_OPERATE, RUN),
     "api-run-resume": Expect("POST", _by_role(401, 403, 403, 409, 409), RUN),
     "api-run-fork": Expect("POST", API_OPERATE, RUN),
     "api-effect-resolve": Expect("POST", API_OPERATE, {"effect_id": "effect"}),

@@ -78,6 +78,19 @@ def find_charge(cents: int, *, idempotency_key: str) -> dict | None:
     return CHARGES.get(idempotency_key)
 
 
+@dr.agent("t-ignorable", version="1", max_steps=10)
+def ignorable_bot(run: dr.Run, task: dict) -> dict:
+    """A request a reviewer may dismiss without deciding (ignore); pays only if approved."""
+    decision = run.approval(
+        "pay-bonus",
+        summary="Pay the **bonus**?",
+        payload={"cents": 500},
+        allowed=("approve", "reject", "ignore"),
+    )
+    paid = run.step("pay", lambda: "paid") if decision.approved else "not paid"
+    return {"decision": decision.decision, "paid": paid}
+
+
 @dr.agent("t-ask", version="1", max_steps=10)
 def asking_bot(run: dr.Run, task: dict) -> dict:
     """Asks a reviewer a question it may answer in words (respond) instead of deciding."""

@@ -64,8 +64,10 @@ def test_it_resumes_every_run_matching_the_filter(
     assert "Resume 2 runs?" in confirm
     assert (
         '2 runs match <strong class="filter-words">'
-        "status is &#x27;failed&#x27;; agent is &#x27;refund-bot&#x27;</strong>" in confirm
+        "status is failed; agent is &#x27;refund-bot&#x27;</strong>" in confirm
     )
+    waiting = client.get(URL, {**query, "status": "awaiting_approval"}).content.decode()
+    assert "status is awaiting approval;" in waiting  # the label, not the stored value
     with django_capture_on_commit_callbacks(execute=True):
         client.post(URL, {**query, "reason": "provider is back"})
     assert (_status("f1"), _status("f2"), _status("other-agent")) == ("queued", "queued", "failed")
@@ -156,6 +158,10 @@ def test_it_goes_on_batch_by_batch_with_htmx_and_reports_progress(client, bob, m
         URL, {**form, "done_so_far": "4"}, headers={"HX-Request": "true"}
     ).content.decode()
     assert "Cancel: 5 runs changed. Done." in third and 'hx-trigger="load"' not in third
+    # The question and its live button are replaced once done, not left under "Done".
+    assert '<div id="bulk-confirm" hx-swap-oob="true"></div>' in third
+    assert '<h1 id="bulk-title" hx-swap-oob="true">Cancel: done</h1>' in third
+    assert "bulk-confirm" not in first.replace('hx-include="#bulk-confirm"', "")
     assert Run.objects.filter(status="cancelled").count() == 5
 
 

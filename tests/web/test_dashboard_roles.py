@@ -22,10 +22,10 @@ PAGES = [
 ]
 OPERATOR_PAGES = [("run-replay", ["r-done"]), ("run-fork", ["r-done"])]
 ACTIONS = [
-    ("run-cancel", ["r-busy"], {}),
+    ("run-cancel", ["r-busy"], {"reason": "roles test"}),
     ("run-resume", ["r-failed"], {}),
     ("runs-bulk", [], {"do": "cancel:selected", "run": ["r-busy"], "reason": "roles test"}),
-    ("run-fork", ["r-done"], {"position": 0}),
+    ("run-fork", ["r-done"], {"position": 0, "reason": "roles test"}),
     ("escalation-resolve", ["EFFECT"], {"resolution": "not_happened"}),
 ]
 

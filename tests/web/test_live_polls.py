@@ -65,6 +65,8 @@ def test_the_clock_alone_does_not_change_the_version(client, busy):
         "a lease pass",
         "one of two escalations resolved",
         "an approval decided",
+        "an earlier branch of a fan-out committing after a later one",
+        "an earlier branch's effect starting after a later branch committed",
     ],
 )
 def test_any_change_on_the_page_renders_again(client, busy, change, bob):
@@ -76,6 +78,14 @@ def test_any_change_on_the_page_renders_again(client, busy, change, bob):
         version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
         effect.state, effect.finished_at = "succeeded", timezone.now()
         effect.save()
+    elif change.startswith("an earlier branch"):
+        make_step(busy, 2, fan_out=1)  # branch 2 of the fan-out at #1 finished first
+        make_effect(busy, 2, state="succeeded")
+        version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+        if "effect" in change:
+            make_effect(busy, 1, state="started")
+        else:
+            make_step(busy, 1, fan_out=1)
     elif change == "the status":
         Run.objects.filter(pk=busy.pk).update(status=Run.Status.SUCCEEDED)
     elif change == "an audit event":

@@ -17,6 +17,7 @@ from tests.web.agents import _value, record_note
 from tests.web.dashboard import rung_fixture  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
+WHY = {"reason": "try the fix"}  # a fork from the page says why (audited)
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def test_it_refuses_a_fork_position_outside_the_history(client, bob, finished):
 
 def test_an_operator_forks_and_the_fork_completes_reusing_earlier_steps(client, bob, finished):
     client.force_login(bob)
-    response = client.post(reverse("run-fork", args=[finished.id]), {"position": 1})
+    response = client.post(reverse("run-fork", args=[finished.id]), {"position": 1, **WHY})
     child = Run.objects.get(parent=finished)
     assert response.status_code == 302 and response["Location"] == child.get_absolute_url()
     assert child.fork_position == 1 and child.created_by == bob
@@ -85,6 +86,9 @@ def test_an_operator_forks_and_the_fork_completes_reusing_earlier_steps(client, 
     origins = re.findall(r'<span class="origin">([^<]+)</span>', body)
     assert origins == ["reused from the parent run", "executed", "executed"]
     assert AuditEvent.objects.filter(action="run.fork", actor_name="bob").count() == 1
+    # The child's own audit trail starts with the fork that made it (recorded on the parent).
+    assert [e.action for e in AuditEvent.objects.for_run(child)] == ["run.fork"]
+    assert "No human actions yet." not in body
 
 
 @pytest.mark.parametrize("page", ["run-replay", "run-fork"])
@@ -107,12 +111,21 @@ def test_an_admin_may_replay(client, carol, finished):
 
 def test_a_sandboxed_fork_does_not_call_write_tools(client, bob, finished):
     client.force_login(bob)
-    client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "sandbox": "on"})
+    client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "sandbox": "on", **WHY})
     child = Run.objects.get(parent=finished)
     assert child.sandbox
     assert executor.advance(child.id) == Run.Status.SUCCEEDED
     assert agents.WRITES["hello"] == 1
     assert child.effects.get().state == "sandboxed"
+
+
+def test_the_form_is_a_sandbox_by_default_and_a_fork_needs_a_reason(client, bob, finished):
+    client.force_login(bob)
+    form = client.get(reverse("run-fork", args=[finished.id]), {"position": 1}).content.decode()
+    assert '<input type="checkbox" name="sandbox" checked>' in form
+    refused = client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "reason": " "})
+    assert refused.status_code == 400 and "not forked: give a reason" in refused.content.decode()
+    assert not Run.objects.filter(parent=finished).exists()
 
 
 def test_the_fork_preview_shows_an_edited_input(client, bob, finished):
@@ -179,7 +192,9 @@ def test_an_operator_forks_with_an_edited_output_of_the_last_reused_step(client,
 
 def test_an_unchanged_output_field_forks_as_recorded(client, bob, finished):
     client.force_login(bob)
-    client.post(reverse("run-fork", args=[finished.id]), {"position": 1, "output": '"prepared"'})
+    client.post(
+        reverse("run-fork", args=[finished.id]), {"position": 1, "output": '"prepared"', **WHY}
+    )
     child = Run.objects.get(parent=finished)
     assert "output" not in AuditEvent.objects.get(action="run.fork").after
     assert child.steps.get(position=0).result == "prepared"

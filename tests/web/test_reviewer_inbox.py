@@ -179,6 +179,23 @@ def test_respond_needs_the_agent_to_allow_it_and_words(alice):
     assert AuditEvent.objects.get().action == "approval.respond"
 
 
+def test_ignore_is_offered_only_when_allowed_and_needs_no_words(alice):
+    approval = _pending()
+    client = _client(alice)
+    card = reverse("approval", args=[approval.pk])
+    assert 'value="ignore"' not in client.get(card).content.decode()
+    Approval.objects.filter(pk=approval.pk).update(allowed=["approve", "reject", "ignore"])
+    assert 'value="ignore">Ignore</button>' in client.get(card).content.decode()
+    response = client.post(
+        reverse("decide_approval", args=[approval.pk]),
+        {"decision": "ignore"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200 and "Ignored: " in response.content.decode()
+    assert "Ignored by <strong>alice</strong>" in client.get(card).content.decode()
+    assert Approval.objects.get(pk=approval.pk).state == Approval.State.IGNORED
+
+
 def test_a_claim_keeps_other_reviewers_out_until_an_admin_reassigns(
     alice, carol, django_user_model
 ):
@@ -314,3 +331,60 @@ def test_the_api_refuses_approve_with_a_changed_payload(alice):
     assert response.status_code == 400
     assert '"edit"' in response.json()["detail"]
     assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
+
+
+def test_the_inbox_finds_a_run_id_prefix_and_a_langgraph_thread_id(alice):
+    from durableruns.models import LangGraphThread
+
+    _pending("appr-7f3a")
+    _pending("other-run")
+    thread_run = _pending("lg-00c0ffee").run
+    Run.objects.filter(pk=thread_run.pk).update(kind=Run.Kind.LANGGRAPH)
+    LangGraphThread.objects.create(run=thread_run, thread_id_bytes=b"refund-A-1")
+    client = _client(alice)
+
+    def found(q: str) -> set[str]:
+        body = client.get(reverse("approvals"), {"q": q}).content.decode()
+        return {run for run in ("appr-7f3a", "other-run", "lg-00c0ffee") if run in body}
+
+    assert found("appr-") == {"appr-7f3a"}
+    assert found("lg-00c0") == {"lg-00c0ffee"}  # the LangGraph run id, as Runs shows it
+    assert found("refund-A-1") == {"lg-00c0ffee"}  # the thread id the agent's code used
+    assert found("refund-A") == set()  # a thread id is matched whole, not as a prefix
+
+
+def test_the_run_page_shows_an_answer_as_answered_with_its_summary_rendered(alice):
+    approval = _pending("r-answered", summary="Ship from **Leeds** or York?")
+    Approval.objects.filter(pk=approval.pk).update(allowed=["approve", "respond"])
+    service.decide(
+        Approval.objects.get(pk=approval.pk), "respond", user=alice, comment="ship from Leeds"
+    )
+    body = _client(alice).get(reverse("run", args=["r-answered"])).content.decode()
+    row = re.search(r'<li class="approval-row.*?</li>', body, re.S).group(0)
+    assert "Rejected" not in row
+    assert "Answered by <strong>alice</strong>" in row
+    assert "<strong>Leeds</strong>" in row and "**Leeds**" not in row
+    assert "ship from Leeds" in row
+
+
+@pytest.mark.parametrize(
+    ("cents", "said"), [("12.50", "is not a whole number"), ("30000", "at most 25,000")]
+)
+@pytest.mark.parametrize("htmx", [True, False])
+def test_a_refused_form_value_is_kept_and_marked_at_its_field(alice, cents, said, htmx):
+    approval = _with_schema()
+    response = _client(alice).post(
+        reverse("decide_approval", args=[approval.pk]),
+        {"decision": "edit", "field.cents": cents, "field.order_id": "A-1002"},
+        headers={"HX-Request": "true"} if htmx else {},
+    )
+    assert response.status_code == 400
+    body = response.content.decode()
+    field_id = f"f-{approval.pk}-cents"
+    tag = re.search(rf'<input[^>]* id="{field_id}"[^>]*>', body).group(0)
+    assert f'value="{cents}"' in tag  # what the reviewer typed, not the agent's value
+    assert 'aria-invalid="true"' in tag and f"{field_id}-error" in tag
+    error = re.search(rf'<p [^>]*id="{field_id}-error"[^>]*>(.*?)</p>', body, re.S).group(1)
+    assert said in error
+    other = re.search(rf'<input[^>]* id="f-{approval.pk}-order_id"[^>]*>', body).group(0)
+    assert "aria-invalid" not in other

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from durableruns.engine import executor
 from durableruns.engine.runs import start_run
-from durableruns.models import Approval, AuditEvent, Run
+from durableruns.models import Approval, AuditEvent, Run, Step
+from durableruns.web import step_window
 from tests.conftest import wait_for
 from tests.web.dashboard import T0, make_effect, make_run, make_step, rung_fixture  # noqa: F401 - fixture
 
@@ -188,6 +189,27 @@ def test_it_draws_one_bar_per_step_on_a_shared_axis(client, alice, finished):
     assert ">30 s<" in axis and "ms" not in axis
 
 
+def test_it_draws_a_fan_outs_branches_as_overlapping_bars(client, alice):
+    run = make_run("fanned", started_at=T0, finished_at=T0 + timedelta(seconds=4))
+    make_step(run, 0, duration_ms=1000)
+    # Three branches from 1 s: the last submitted finished first.
+    for position, ms in ((1, 2500), (2, 1500), (3, 500)):
+        make_step(run, position, start_ms=1000 + position, duration_ms=ms, fan_out=1)
+    make_step(run, 4, start_ms=3600, duration_ms=100)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    (_, _), *branches, (x4, _) = _bars(body)
+    # Each branch starts before the others end: the bars overlap on the axis.
+    assert max(x for x, _ in branches) < min(x + w for x, w in branches)
+    assert all(x + w <= x4 for x, w in branches)
+    for position in (1, 2, 3):
+        row = re.search(rf'<li class="step[^"]*" id="step-{position}">.*?</li>', body, re.S)
+        assert "step-branch" in row.group(0)
+        assert f"∥ branch {position} of the fan-out at #1" in row.group(0)
+    row = re.search(r'<li class="step[^"]*" id="step-4">.*?</li>', body, re.S).group(0)
+    assert "step-branch" not in row and "∥" not in row
+
+
 def _at(ms: float) -> str:
     return (T0 + timedelta(milliseconds=ms)).isoformat()
 
@@ -208,6 +230,22 @@ def test_a_retried_steps_bar_shows_each_attempt_as_a_segment(client, alice):
     assert "attempt 2 failed after 2.0 s at +4.0 s" in row
     first = re.search(r'<li class="step[^"]*" id="step-0">.*?</li>', body, re.S).group(0)
     assert "attempt-failed" not in first
+
+
+def test_each_failed_attempts_error_is_in_its_bar_and_on_the_step_page(client, alice):
+    run = make_run("why", started_at=T0, finished_at=T0 + timedelta(seconds=10))
+    times = [
+        [_at(1000), _at(2000), "TransientError: provider busy (1)"],
+        [_at(4000), _at(6000), "TransientError: <b>provider</b> busy (2)"],
+    ]
+    make_step(run, 0, start_ms=8000, duration_ms=1000, attempts=3, attempt_times=times)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert "attempt 1 failed after 1.0 s at +1.0 s (TransientError: provider busy (1))" in body
+    assert "&lt;b&gt;provider&lt;/b&gt;" in body and "<b>provider</b>" not in body
+    step = client.get(reverse("run-step", args=[run.id, 0])).content.decode()
+    assert "Attempt 1 failed after 1.0 s: TransientError: provider busy (1)" in step
+    assert "Attempt 2 failed after 2.0 s: TransientError: &lt;b&gt;provider" in step
 
 
 def test_attempts_are_numbered_back_from_the_recorded_one(client, alice):
@@ -287,6 +325,27 @@ def test_the_time_budget_leaves_out_approval_waits(client, alice):
     body = client.get(_url(run)).content.decode()
     assert re.search(r'id="time-budget">1.2 s of 1 min 0 s<', body), body
     assert "not counting 55.0 s waiting for approval" in body
+
+
+@pytest.mark.parametrize("window", [10_000, 1], ids=["all-steps", "windowed"])
+def test_the_time_budget_leaves_out_durable_sleeps_as_the_engine_does(
+    client, alice, monkeypatch, window
+):
+    """The engine leaves a `run.sleep` out of max_duration (issue 26); the page showed
+    it as time used: 41.2 s of 30 s for a run the engine let finish."""
+    monkeypatch.setattr(step_window, "WINDOW", window)
+    run = make_run(
+        "slept", started_at=T0, finished_at=T0 + timedelta(seconds=41.2), max_duration_seconds=30
+    )
+    make_step(run, 0, kind="sleep", name="cool-off", duration_ms=1)
+    Step.objects.filter(run=run, position=0).update(
+        result={"until": (T0 + timedelta(seconds=40)).isoformat()}
+    )
+    make_step(run, 1, start_ms=40_000, duration_ms=1000)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert re.search(r'id="time-budget">1.2 s of 30.0 s<', body), body
+    assert "not counting 40.0 s waiting for approval, child runs or a durable sleep" in body
 
 
 def test_it_shows_the_runs_input_as_stored(client, alice):
@@ -406,24 +465,31 @@ def test_it_shows_actions_that_fit_the_status_to_operators(client, request, acto
     assert "Resume run" in body and "Cancel run" not in body and "Fork from step" in body
 
 
-def test_an_operator_cancels_a_run_and_is_redirected_back(client, bob):
+def test_an_operator_cancels_a_run_with_a_reason_and_is_redirected_back(client, bob):
     run = make_run("busy", status=Run.Status.RUNNING)
     client.force_login(bob)
-    response = client.post(reverse("run-cancel", args=[run.id]), follow=True)
+    page = client.get(reverse("run-cancel", args=[run.id])).content.decode()
+    assert "Cancel run <code>busy</code>?" in page and 'name="reason"' in page
+    response = client.post(
+        reverse("run-cancel", args=[run.id]), {"reason": "wrong customer"}, follow=True
+    )
     assert response.redirect_chain == [(_url(run), 302)]
     assert "Cancelled run busy." in response.content.decode()
     assert Run.objects.get(pk=run.id).status == Run.Status.CANCELLED
-    assert AuditEvent.objects.filter(action="run.cancel", actor_name="bob").count() == 1
+    event = AuditEvent.objects.get(action="run.cancel", actor_name="bob")
+    assert event.after["reason"] == "wrong customer"
 
 
-def test_an_htmx_cancel_gets_the_live_region_back(client, bob):
+@pytest.mark.parametrize("reason", ["", "   ", "x" * 501])
+def test_a_cancel_without_a_reason_is_refused_and_changes_nothing(client, bob, reason):
+    # One rule on the run page, in bulk and in the API (tests/api/test_api_runs.py).
     run = make_run("busy", status=Run.Status.RUNNING)
     client.force_login(bob)
-    response = client.post(reverse("run-cancel", args=[run.id]), headers={"HX-Request": "true"})
-    body = response.content.decode()
-    assert body.lstrip().startswith('<section id="run-live"')
-    assert 'id="run-status">Cancelled<' in body
-    assert "hx-trigger" not in _live_region(body)
+    response = client.post(reverse("run-cancel", args=[run.id]), {"reason": reason})
+    assert response.status_code == 400
+    assert "Not cancelled: give a reason (1 to 500 characters)" in response.content.decode()
+    assert Run.objects.get(pk=run.id).status == Run.Status.RUNNING
+    assert not AuditEvent.objects.exists()
 
 
 def test_an_operator_resumes_a_failed_run(client, bob, rung, django_capture_on_commit_callbacks):
@@ -451,11 +517,12 @@ def test_a_reviewer_cannot_cancel_or_resume(client, alice, action):
     assert Run.objects.get(pk=run.id).status == Run.Status.RUNNING
 
 
-@pytest.mark.parametrize("action", ["run-cancel", "run-resume"])
-def test_actions_refuse_get(client, bob, action):
+def test_resume_refuses_get_and_cancel_answers_it_with_the_confirmation(client, bob):
     run = make_run("busy", status=Run.Status.RUNNING)
     client.force_login(bob)
-    assert client.get(reverse(action, args=[run.id])).status_code == 405
+    assert client.get(reverse("run-resume", args=[run.id])).status_code == 405
+    assert client.get(reverse("run-cancel", args=[run.id])).status_code == 200
+    assert Run.objects.get(pk=run.id).status == Run.Status.RUNNING
 
 
 def test_it_counts_replays_of_steps_executed_by_the_real_engine(client, alice, rung):
@@ -493,8 +560,8 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
         make_effect(run, position)
     client.force_login(bob)
     # session, user, user permissions, group permissions, run, steps, effects,
-    # approvals, audit trail
-    with django_assert_num_queries(9):
+    # approvals, audit trail, child runs, waiting steps (the time budget)
+    with django_assert_num_queries(11):
         response = client.get(_url(run))
     assert response.content.decode().count('class="step step-') == steps
 
@@ -506,3 +573,18 @@ def test_the_timeline_escapes_step_names_and_kinds(client, alice):
     body = client.get(_url(run)).content.decode()
     assert "<svg onload" not in body
     assert "&quot;&gt;&lt;svg onload=alert(1)&gt;" in body
+
+
+def test_the_time_budget_leaves_out_waits_for_a_worker_that_has_the_agent(client, alice):
+    run = make_run(
+        "handed",
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=32),
+        max_duration_seconds=60,
+    )
+    Run.objects.filter(pk=run.pk).update(handed_back_seconds=30.0)
+    make_step(run, 0, start_ms=30_000, duration_ms=2000)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    assert re.search(r'id="time-budget">2.0 s of 1 min 0 s<', body), body
+    assert "not counting 30.0 s waiting for a worker that has the agent" in body

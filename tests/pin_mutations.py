@@ -1,0 +1,148 @@
+"""Every guarantee's one-line break, and the fast test that must fail on it.
+
+Run from a checkout: `python tests/pin_mutations.py`. It clones HEAD to a scratch
+directory, applies each break there in turn (never to this checkout), runs the named
+fast tests (`-m "not chaos and not e2e"`) with this checkout's venv, and prints
+"caught" or "MISSED" per guarantee; it exits non-zero if any break is missed. It needs
+the same Postgres and Redis as `make test` (DATABASE_URL/REDIS_URL, or the Makefile's
+defaults). Add a line to MUTATIONS with every guarantee you pin.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+# (the guarantee, the file, the line as it is, the line broken, the fast tests that pin it)
+MUTATIONS = [
+    (
+        "the fence reads the run row FOR SHARE",
+        "durableruns/engine/store.py",
+        'return "%s::jsonb", " FOR SHARE"',
+        'return "%s::jsonb", ""',
+        "tests/engine/test_fence_race.py",
+    ),
+    (
+        "retention re-checks each row under its lock",
+        "durableruns/services/retention.py",
+        'rows = rows.select_for_update(skip_locked=True, of=("self",))',
+        "pass",
+        "tests/admin/test_retention_race.py",
+    ),
+    (
+        "the sweep leader runs its scheduled jobs",
+        "durableruns/services/sweeper.py",
+        "                job()",
+        "                pass",
+        "tests/test_sweep_leader.py tests/web/test_idempotency.py tests/admin/test_retention.py",
+    ),
+    (
+        "logins count the username as authentication sees it",
+        "durableruns/web/login_throttle.py",
+        'name = unicodedata.normalize("NFKC", username.strip()).strip()',
+        "name = username",
+        "tests/admin/test_login_throttle.py",
+    ),
+    (
+        "an unsafe write started and unrecorded is escalated, never called again",
+        "durableruns/engine/context.py",
+        'self._escalate("the call was started but its outcome was never recorded")',
+        "return _CALL_AGAIN",
+        "tests/engine/test_crash_recovery.py",
+    ),
+    (
+        "card numbers in free text are masked",
+        "durableruns/secret_text.py",
+        "data = _CARD.sub(_mask_card, data)",
+        "pass",
+        "tests/engine/test_redaction.py",
+    ),
+    (
+        "a decision's doorbell rings after its transaction commits",
+        "durableruns/engine/doorbell.py",
+        "transaction.on_commit(lambda: _publish(run_id, countdown))",
+        "_publish(run_id, countdown)",
+        "tests/web/test_decision_doorbell.py",
+    ),
+    (
+        "the embedded broker's reader never sees a half-written message",
+        "durableruns/broker.py",
+        'descriptor, partial = tempfile.mkstemp(dir=folder, prefix=".", suffix=".partial")',
+        "partial = os.path.join(folder, name); descriptor = os.open(partial, os.O_CREAT | 1)",
+        "tests/deploy/test_embedded_broker.py",
+    ),
+    (
+        "crashtest spawns no worker once its cluster stops",
+        "durableruns/testing/crashtest/cluster.py",
+        "                    if self._stop.is_set():\n                        return\n",
+        "",
+        "tests/engine/test_crashtest_cluster.py",
+    ),
+    (
+        "an ignored approval approves nothing",
+        "durableruns/services/approvals.py",
+        '"ignore": State.IGNORED}',
+        '"ignore": State.APPROVED}',
+        "tests/engine/test_approvals.py",
+    ),
+    (
+        "a person's cancel or fork says why",
+        "durableruns/services/runs.py",
+        'if not reason or len(reason) > REASON_MAX or "\\x00" in reason:',
+        "if False:",
+        "tests/web/test_run_page.py tests/api/test_api_runs.py",
+    ),
+    (
+        "an agent's input schema is checked before a run is stored",
+        "durableruns/engine/runs.py",
+        "    agent.check_input(run_input)",
+        "    pass",
+        "tests/web/test_start_run.py",
+    ),
+]
+
+
+def main() -> int:
+    env = {
+        **os.environ,
+        "DATABASE_URL": os.environ.get(
+            "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/durableruns_mutations"
+        ),
+        "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/12"),
+    }
+    python = HERE / ".venv" / "bin" / "python"
+    missed = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "checkout"
+        subprocess.run(["git", "clone", "-q", str(HERE), str(root)], check=True)
+        for what, path, old, new, tests in MUTATIONS:
+            target = root / path
+            text = target.read_text()
+            if old not in text:
+                print(f"STALE    {what}: the line to break is no longer in {path}")
+                missed += 1
+                continue
+            target.write_text(text.replace(old, new, 1))
+            command = [str(python), "-m", "pytest", "-q", "-x", *tests.split()]
+            result = subprocess.run(
+                [*command, "-m", "not chaos and not e2e"],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            target.write_text(text)
+            caught = result.returncode != 0
+            missed += not caught
+            print(f"{'caught' if caught else 'MISSED'}   {what} ({path})", flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
