@@ -88,3 +88,11 @@ def bench_approval(run: dr.Run, task: dict) -> dict:
     decision = run.approval("go", summary="benchmark gate", payload={"n": 1})
     run.step("after", _noop, 1)
     return {"approved": decision.approved}
+
+
+@dr.agent("bench-waiter", version="1", max_steps=1_000, max_duration=timedelta(hours=1))
+def bench_waiter(run: dr.Run, task: dict) -> dict:
+    """`waits` steps that each wait `seconds` and use no CPU: a run waiting on a model."""
+    for i in range(int(task["waits"])):
+        run.step(f"wait-{i}", time.sleep, float(task["seconds"]))
+    return {"waits": int(task["waits"])}

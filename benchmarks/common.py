@@ -213,6 +213,25 @@ class Workers:
             "worker",
         )
 
+    def threaded_worker(self, threads: int) -> subprocess.Popen:
+        """One worker as the README's production table starts it: a thread pool."""
+        return self._spawn(
+            [
+                "worker",
+                "--pool=threads",
+                f"--concurrency={threads}",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-Q",
+                self.queue,
+                "-n",
+                f"bench-{uuid.uuid4().hex[:6]}@%h",
+            ],
+            "worker",
+        )
+
     def beat(self) -> subprocess.Popen:
         schedule = self.log_dir / f"beat-{uuid.uuid4().hex[:6]}"
         return self._spawn(["beat", "--loglevel=INFO", "-s", str(schedule)], "beat")

@@ -167,6 +167,17 @@ def _lines(name: str, r: dict[str, Any]) -> list[str]:
                     f"queries {v['queries']}"
                 )
         return lines
+    if name == "inflight":
+        return [
+            f"{system:12} {row['runs']:5} runs: {row['wall_s']:5.1f} s wall, concurrency "
+            f"{row['concurrency']:6.1f}, {row['peak_sessions']:3} sessions, "
+            f"{row['peak_rss_mib']:6.0f} MiB"
+            for system, rows in r["systems"].items()
+            if isinstance(rows, list)
+            for row in rows
+        ] + [f"load average {r.get('load_average')}"]
+    if name == "team_load":
+        return _team_lines(r)
     if name == "memory":
         return [
             f"RSS after {r['first']:,} runs {r['rss_mb_after_first']:.1f} MiB, after "
@@ -221,6 +232,8 @@ def render(
         ("dashboard", "5. Dashboard at scale"),
         ("memory", "6. Worker memory"),
         ("langgraph_saver", "7. LangGraph saver beside AsyncPostgresSaver"),
+        ("inflight", "8. In-flight capacity"),
+        ("team_load", "9. The live dashboard under a team's load"),
     ):
         if name in results:
             when = results[name].get("measured_at")
@@ -305,7 +318,70 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
     if "langgraph_saver" in results:
         rows += _langgraph_targets(results["langgraph_saver"])
+    if "inflight" in results and "systems" in results["inflight"]:
+        rows += _inflight_targets(results["inflight"])
+    rows += _team_targets(results.get("team_load", {}))
     return rows
+
+
+def _team_people(r: dict[str, Any]) -> str:
+    n = r["people"]
+    return f"{n['viewers']} viewers + {n['reviewers']} reviewers + {n['operators']} operators"
+
+
+def _team_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"{_team_people(r)}, {r['seconds']:.0f} s, {r['requests_per_s']:.0f} requests/s"]
+    for kind, v in {**r["floor_ms"], **r["latency_ms"]}.items():
+        if v.get("n"):
+            lines.append(
+                f"{kind:12} n {v['n']:6}  p50 {v['p50']:8.1f} ms  p95 {v['p95']:8.1f} ms  "
+                f"max {v['max']:8.1f} ms"
+            )
+    lines += [f"{name}: {value:.2f}" for name, value in r["ratios"].items() if value is not None]
+    seen = r["new_step_seen_after_ms"]
+    if seen.get("n"):
+        lines.append(
+            f"a new step reaches its viewers: p50 {seen['p50']:.0f} ms, p95 {seen['p95']:.0f} ms"
+        )
+    d = r["decisions"]
+    lines += [
+        f"errors {r['error_count']} {r['errors'] or ''}; told to wait {r['told_to_wait']} times",
+        f"decisions: {d['told_done']} done, {d['told_nothing_changed']} 'nothing changed', "
+        f"{d['not_once']} not recorded exactly once",
+        f"server CPU {r['server_cpu_cores']:.2f} cores, generator {r['generator_cpu_cores']:.2f}, "
+        f"Postgres sessions <= {r['postgres_sessions_max']}, load average "
+        f"{r['load_average']['before'][0]:.1f} -> {r['load_average']['after'][0]:.1f}",
+        "answers: " + ", ".join(f"{k} x{v}" for k, v in sorted(r["answers"].items())),
+    ]
+    return lines
+
+
+def _team_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Issue 27: page-load p95 < 1 s, decision p95 < 500 ms, 0 errors, decided once."""
+    if "latency_ms" not in r:
+        return [("dashboard under a team's load", "not measured", _ok(None))]
+    page = r["latency_ms"].get("page", {}).get("p95")
+    decision = r["latency_ms"].get("decision", {}).get("p95")
+    d = r["decisions"]
+    who = _team_people(r)
+    return [
+        (
+            f"{who}: page-load p95 < 1 s",
+            f"{page:.0f} ms" if page else "none",
+            _ok(page is not None and page < 1000),
+        ),
+        (
+            f"{who}: decision POST p95 < 500 ms",
+            f"{decision:.0f} ms over {r['latency_ms']['decision']['n']}" if decision else "none",
+            _ok(decision is not None and decision < 500),
+        ),
+        (f"{who}: 0 errors", str(r["error_count"]), _ok(r["error_count"] == 0)),
+        (
+            f"{who}: every decision recorded once",
+            f"{d['told_done']} decisions, {d['not_once']} not once",
+            _ok(d["told_done"] > 0 and d["not_once"] == 0),
+        ),
+    ]
 
 
 def _size_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -441,7 +517,74 @@ def _section_md(name: str, r: dict[str, Any]) -> list[str]:
         "dashboard": _dashboard_md,
         "memory": _memory_md,
         "langgraph_saver": lambda r: ["```", *_lines("langgraph_saver", r), "```"],
+        "inflight": _inflight_md,
+        "team_load": lambda r: ["```", *_team_lines(r), "```"],
     }[name](r)
+
+
+def _inflight_md(r: dict[str, Any]) -> list[str]:
+    out = [
+        f"Runs of {r['waits']} waits of {r['wait_seconds']:.0f} s (no CPU), all started at "
+        f"once; durableruns on one worker started as documented (`--pool=threads "
+        f"--concurrency={r['threads']}`, a pool of {r['pool_size']} sessions), each peer in a "
+        "process of its own. Concurrency is the sum of the runs' durations over the wall "
+        f"time. Load average during the section: {r.get('load_average')}.",
+        "",
+        "| system | runs | wall | concurrency | peak Postgres sessions | peak RSS |",
+        "|---|---|---|---|---|---|",
+    ]
+    for system, rows in r["systems"].items():
+        if not isinstance(rows, list):
+            out.append(f"| {system} | {rows} | | | | |")
+            continue
+        out += [
+            f"| {system} | {row['runs']:,} | {row['wall_s']:.1f} s | {row['concurrency']:.0f} "
+            f"| {row['peak_sessions']} | {row['peak_rss_mib']:.0f} MiB |"
+            for row in rows
+        ]
+    return out
+
+
+def _inflight_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Issue 23: 1,000 runs x 3 waits of 1 s in <= 10 s (concurrency >= 300), <= 25
+    sessions, <= 1 GiB, and ahead of both peers at every size."""
+    ours = r.get("systems", {}).get("durableruns")
+    if not isinstance(ours, list):
+        return [("in-flight capacity", "not measured", _ok(None))]
+    rows = []
+    for row in ours:
+        peers = [
+            p
+            for rows in r["systems"].values()
+            if isinstance(rows, list) and rows is not ours
+            for p in rows
+            if p["runs"] == row["runs"]
+        ]
+        ahead = all(row["wall_s"] < p["wall_s"] for p in peers) if peers else None
+        rows.append(
+            (
+                f"{row['runs']:,} runs in flight: ahead of DBOS and LangGraph (wall)",
+                f"{row['wall_s']:.1f} s vs " + ", ".join(f"{p['wall_s']:.1f} s" for p in peers),
+                _ok(ahead),
+            )
+        )
+        if row["runs"] == 1000:
+            met = (
+                row["wall_s"] <= 10
+                and row["concurrency"] >= 300
+                and row["peak_sessions"] <= 25
+                and row["peak_rss_mib"] <= 1024
+            )
+            rows.append(
+                (
+                    "1,000 runs x 3 waits of 1 s: <= 10 s, concurrency >= 300, <= 25 "
+                    "sessions, <= 1 GiB",
+                    f"{row['wall_s']:.1f} s, {row['concurrency']:.0f}, "
+                    f"{row['peak_sessions']}, {row['peak_rss_mib']:.0f} MiB",
+                    _ok(met),
+                )
+            )
+    return rows
 
 
 STEP_LABELS = {

@@ -160,7 +160,7 @@ class FencedFloor:
         self.sql = (
             f"INSERT INTO durableruns_step ({store._STEP_COLUMNS}) "
             "SELECT id, %s, %s, 'compute', 'noop', '', %s, NULL, %s::jsonb, NULL, '', 1, now(), "
-            f"now(), 1, leases_taken, lease_owner, NULL {store._fence_guard()} FOR SHARE"
+            f"now(), 1, NULL, leases_taken, lease_owner, NULL {store._fence_guard()} FOR SHARE"
         )
         self.conn = psycopg.connect(url, autocommit=True)
         self.position = 0

@@ -247,8 +247,13 @@ ADVERSARIAL = {
     "x=": lambda n: "x=" * (n // 2),
     "-": lambda n: "-" * n,
     "near-match words": lambda n: ("passwor " * (n // 8)) + "password",
+    # The AWS id/secret pair rule: every id opens a 100-character window.
+    "aws key ids": lambda n: "AKIAIOSFODNN7EXAMPLE " * (n // 21),
+    "aws near-miss secrets": lambda n: ("AKIAIOSFODNN7EXAMPLE " + "a" * 39 + " ") * (n // 61),
+    "near-match key": lambda n: "api_ke" * (n // 6),
+    "long word, then a key": lambda n: "a" * (n - 9) + "password=",
 }
-REDACTION_LENGTHS = (10_000, 25_000, 50_000, 100_000)
+REDACTION_LENGTHS = (10_000, 25_000, 50_000, 100_000, 1_000_000)
 
 
 def measure_redaction() -> dict[str, dict[str, float]]:
