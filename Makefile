@@ -29,8 +29,11 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+# `make demo PORT=8001` when 8000 is taken.
+PORT ?= 8000
+
 demo: venv
-	$(PY) manage.py demo
+	$(PY) manage.py demo --port $(PORT)
 
 test: venv
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \

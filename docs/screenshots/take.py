@@ -1,13 +1,18 @@
 """Take the README's screenshots from the real app (demo web + worker, real Chromium).
 
-Run the demo against a scratch database first, with crash injection on so that one
-refund escalates, then this script, which starts a few more runs, waits for them
-and photographs the operator pages:
+Serve the demo's data from a scratch database, with crash injection on so that one
+refund escalates, then run this script, which starts a few more runs, waits for them
+and photographs the operator pages. The crash kills the worker process executing the
+refund, so the worker is a prefork one restarted in a loop (`make demo` itself stops
+everything when one of its children dies):
 
     export DATABASE_URL=postgres://postgres@127.0.0.1:5432/durableruns_shots
     export REDIS_URL=redis://127.0.0.1:6379/4 DURABLERUNS_CRASH_DIR=/tmp/shots-crash \\
-           DURABLERUNS_LEASE_TTL=3 DURABLERUNS_SWEEP_INTERVAL=1
-    python manage.py demo --port 8011 &
+           DURABLERUNS_LEASE_TTL=3 DURABLERUNS_SWEEP_INTERVAL=1 \\
+           DURABLERUNS_PROVIDER_URL=http://127.0.0.1:8011
+    python manage.py demo --setup-only
+    python manage.py runserver 127.0.0.1:8011 --noreload --insecure &
+    while true; do celery -A durableruns worker --pool=prefork --concurrency=3; done &
     python docs/screenshots/take.py http://127.0.0.1:8011
 """
 
@@ -97,6 +102,7 @@ def shoot(base: str) -> None:
         "escalations.png": "/escalations/",
         "replay.png": "/runs/demo-research/replay/",
         "fork.png": "/runs/demo-refund-kettle/fork/?position=2",
+        "start.png": "/runs-new/?agent=refund-bot",
     }
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -117,6 +123,8 @@ def shoot(base: str) -> None:
                 page.reload()
                 page.locator("rect.attempt-failed").first.wait_for(state="attached")
                 page.locator("h2:has-text('Steps')").evaluate("h => h.scrollIntoView()")
+            if name == "fork.png":  # the editable input and output, and the sandbox default
+                page.locator("#fork-input").evaluate("e => e.scrollIntoView({block: 'start'})")
             if name == "escalations.png":
                 page.locator("h3:has-text('Evidence')").first.evaluate(
                     "h => h.scrollIntoView({block: 'center'})"
