@@ -197,29 +197,17 @@ class Workers:
 
     def worker(self) -> subprocess.Popen:
         """One worker process (solo pool: the process that runs the task is this pid)."""
-        return self._spawn(
-            [
-                "worker",
-                "--pool=solo",
-                "--loglevel=INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-Q",
-                self.queue,
-                "-n",
-                f"bench-{uuid.uuid4().hex[:6]}@%h",
-            ],
-            "worker",
-        )
+        return self._worker("--pool=solo")
 
     def threaded_worker(self, threads: int) -> subprocess.Popen:
         """One worker as the README's production table starts it: a thread pool."""
+        return self._worker("--pool=threads", f"--concurrency={threads}")
+
+    def _worker(self, *pool: str) -> subprocess.Popen:
         return self._spawn(
             [
                 "worker",
-                "--pool=threads",
-                f"--concurrency={threads}",
+                *pool,
                 "--loglevel=INFO",
                 "--without-gossip",
                 "--without-mingle",
