@@ -26,6 +26,7 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from durableruns import roles
+from tests import fast_flush
 
 ROOT = Path(__file__).resolve().parent.parent
 # Small values so recovery is fast in tests; production defaults are 30 s and 5 s.
@@ -60,6 +61,7 @@ def _isolate_xdist_worker() -> None:
 
 
 _isolate_xdist_worker()
+fast_flush.install()
 
 # Every process a test starts inherits this, each pytest process (xdist worker) its
 # own, so a server or worker left running after its test is told from another's.
