@@ -118,6 +118,7 @@ _KEY_CACHE_LIMIT = 10_000
 log = logging.getLogger(__name__)
 _OPTIONS = re2.Options()
 _OPTIONS.max_mem = 64 << 20  # room for many admin patterns in one alternation
+_OPTIONS.log_errors = False  # a refused pattern is reported to the admin, not to stderr
 
 
 class InvalidPattern(ValueError):
@@ -129,7 +130,15 @@ def compile_pattern(source: str) -> Any:
     try:
         return re2.compile(source, _OPTIONS)
     except re2.error as exc:
-        raise InvalidPattern(f"not a pattern this service can run in linear time: {exc}") from None
+        raise InvalidPattern(f"RE2 cannot run this pattern ({_reason(exc)}).") from None
+
+
+def _reason(exc: Exception) -> str:
+    """google-re2 raises its message as bytes: say it in words, not as a bytes repr."""
+    reason = exc.args[0] if exc.args else ""
+    if isinstance(reason, bytes):
+        reason = reason.decode("utf-8", "replace")
+    return str(reason) or "it does not parse"
 
 
 def _compile_bytes(source: str) -> Any:

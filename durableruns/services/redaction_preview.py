@@ -8,17 +8,18 @@ engine remains the one that redacts.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.redaction import compile_pattern
 from ..models import RedactionRule, Run, Step
 
 RECENT_RUNS = 50
 STEPS_SCANNED = 2000
 MATCHES_SHOWN = 20
-TEXT_SCANNED = 10_000  # characters of one value: bounds the time a pattern may take
+TEXT_SCANNED = 10_000  # characters of one value scanned
+EXCERPT = 20  # characters shown either side of a match, and of a long match's ends
 DEPTH = 20
 
 
@@ -69,7 +70,9 @@ def _key_test(rule: str) -> Any:
 
 
 def _pattern_test(rule: str) -> Any:
-    pattern = re.compile(rule)
+    # The engine's compiler, so the preview matches what saving the rule would hide, in
+    # linear time (Python's re would backtrack on e.g. (a+)+$).
+    pattern = compile_pattern(rule)
 
     def text_matches(_key: str, text: str | None) -> str | None:
         if text is None:
@@ -77,8 +80,10 @@ def _pattern_test(rule: str) -> Any:
         hit = pattern.search(text[:TEXT_SCANNED])
         if hit is None:
             return None
-        start = max(hit.start() - 20, 0)
-        return text[start : hit.end() + 20]
+        start, end = max(hit.start() - EXCERPT, 0), hit.end() + EXCERPT
+        if end - start > 6 * EXCERPT:
+            return f"{text[start : start + 3 * EXCERPT]}…{text[end - 3 * EXCERPT : end]}"
+        return text[start:end]
 
     return ("pattern", text_matches)
 

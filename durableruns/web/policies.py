@@ -78,7 +78,8 @@ class RuleForm(forms.ModelForm):
         labels = {"value": "Key name or pattern"}
         help_texts = {
             "value": "A key name (e.g. employee_id) hides that key's value anywhere; a "
-            "pattern (Python regular expression) hides the text it matches.",
+            "pattern (RE2 syntax, which always runs in linear time: no backreferences "
+            "or lookaround) hides the text it matches.",
             "note": "Why this rule exists (shown here only).",
         }
 
@@ -328,13 +329,15 @@ def redaction_rule_create(request: HttpRequest) -> HttpResponse:
 def redaction_rule_preview(request: HttpRequest) -> HttpResponse:
     """What the rule in the form would match in recent runs; nothing is saved."""
     form = RuleForm(request.POST)
-    if not form.is_valid():
-        return _rules_page(request, form, status=400)
-    found = preview_rule(form.cleaned_data["kind"], form.cleaned_data["value"])
-    context = {"found": found, "form": form}
+    valid = form.is_valid()
+    found = preview_rule(form.cleaned_data["kind"], form.cleaned_data["value"]) if valid else None
+    status = 200 if valid else 400
     if request.htmx:
-        return render(request, "durableruns/admin/redaction.html#rule-preview", context)
-    return _rules_page(request, form, found=found)
+        context = {"found": found, "form": form}
+        return render(
+            request, "durableruns/admin/redaction.html#rule-preview", context, status=status
+        )
+    return _rules_page(request, form, status=status, found=found)
 
 
 @require_POST

@@ -189,3 +189,62 @@ def test_it_refuses_an_invalid_pattern(client, carol):
     response = client.post(reverse("redaction-rule-create"), {"kind": "pattern", "value": "(["})
     assert response.status_code == 400
     assert not RedactionRule.objects.exists()
+
+
+def _run_with_input(run_id: str, value: dict) -> None:
+    Run.objects.filter(pk=make_run(run_id, Run.Status.SUCCEEDED).pk).update(input=value)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [("([", "missing ]"), ("(?=secret)", "invalid perl operator"), (r"(\w)\1", "\\1")],
+)
+def test_a_refused_pattern_is_explained_in_plain_words(client, carol, pattern, reason):
+    client.force_login(carol)
+    response = client.post(reverse("redaction-rule-create"), {"kind": "pattern", "value": pattern})
+    assert response.status_code == 400
+    error = response.context["form"].errors["value"][0]
+    assert reason in error and "b'" not in error and 'b"' not in error
+    assert "RE2" in error
+
+
+def test_an_htmx_preview_of_a_refused_pattern_answers_with_the_preview_region_only(client, carol):
+    client.force_login(carol)
+    response = client.post(
+        reverse("redaction-rule-preview"),
+        {"kind": "pattern", "value": "(["},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="rule-preview"') and "<html" not in body
+    assert "missing ]" in body
+
+
+def test_the_help_text_names_the_syntax_the_rules_run_on(client, carol):
+    client.force_login(carol)
+    body = client.get(reverse("redaction-rules")).content.decode()
+    assert "RE2" in body and "Python regular expression" not in body
+
+
+def test_the_preview_runs_a_pattern_as_the_engine_does(client, carol):
+    """`\\z` is RE2's end of text (Python's re refuses it): a rule that saves must preview."""
+    _run_with_input("zz", {"note": "ends with CASE-42"})
+    client.force_login(carol)
+    response = client.post(
+        reverse("redaction-rule-preview"), {"kind": "pattern", "value": r"\d+\z"}
+    )
+    assert response.status_code == 200
+    assert response.context["found"].runs_matched == 1
+
+
+@pytest.mark.timeout(30)
+def test_the_preview_of_a_backtracking_pattern_is_linear(client, carol):
+    """Python's re takes minutes on (a+)+$ against 5,000 a's and a "!"; RE2 milliseconds."""
+    _run_with_input("redos", {"note": "a" * 5_000 + "!"})
+    client.force_login(carol)
+    response = client.post(
+        reverse("redaction-rule-preview"), {"kind": "pattern", "value": "(a+)+$"}
+    )
+    assert response.status_code == 200
+    assert response.context["found"].runs_matched == 0
