@@ -26,6 +26,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from ..engine.store import redacted
 from ..models import (
     Approval,
     AuditEvent,
@@ -179,6 +180,7 @@ def _apply_in_batches(policy: RetentionPolicy, batch_size: int) -> tuple[int, in
                 _delete(ids)
             else:
                 _redact(ids)
+            _audit(policy, ids)
         affected += len(ids)
         batches += 1
 
@@ -218,6 +220,23 @@ def _redact(ids: list[str]) -> None:
         redacted_at=timezone.now(),
         secrets="",
         **{name: _marker_if_set(Run, name) for name in ("input", "result", "error", "last_error")},
+    )
+
+
+def _audit(policy: RetentionPolicy, ids: list[str]) -> None:
+    """One entry per run, in the batch's transaction, so each run's trail (and, once it is
+    deleted, the audit log) says which policy redacted or deleted it; after the scrub, so
+    the entry itself is kept whole."""
+    after = redacted({"policy": policy.name})
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            actor_name="system",
+            action=f"run.{policy.action}_by_retention",
+            target_type="run",
+            target_id=run_id,
+            after=after,
+        )
+        for run_id in ids
     )
 
 

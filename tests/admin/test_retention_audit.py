@@ -3,6 +3,8 @@ its history still says who did what and when, but no input, edit or e-mail remai
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import DatabaseError, connection, transaction
 
@@ -95,3 +97,29 @@ def test_the_trigger_allows_only_the_retention_marker(change, carol):
         )
     assert "append-only (UPDATE refused)" in str(caught.value)
     assert AuditEvent.objects.get(pk=event.pk).after == {"input": {"email": EMAIL}}
+
+
+@pytest.mark.parametrize("action", ["redact", "delete"])
+def test_each_run_retention_touched_has_an_entry_in_the_audit_log(action, carol):
+    for run_id in ("old-1", "old-2"):
+        make_run(run_id, "succeeded")
+    make_run("recent", "succeeded", age=timedelta(days=1))
+
+    retention.apply(_policy(action))
+
+    entries = AuditEvent.objects.filter(action=f"run.{action}_by_retention")
+    assert sorted(entries.values_list("target_id", flat=True)) == ["old-1", "old-2"]
+    assert {(e.actor_id, e.actor_name, e.after["policy"]) for e in entries} == {
+        (None, "system", action)
+    }
+
+
+def test_a_redacted_run_says_so_in_its_own_trail(client, carol):
+    make_run("old", "succeeded")
+    retention.apply(_policy("redact"))
+
+    trail = AuditEvent.objects.for_run(Run.objects.get(pk="old"))
+    assert [e.action for e in trail] == ["run.redact_by_retention"]
+    client.force_login(carol)
+    body = client.get("/runs/old/").content.decode()
+    assert "run.redact_by_retention" in body or "Redacted by retention policy" in body
