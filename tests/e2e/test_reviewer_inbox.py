@@ -14,7 +14,7 @@ from durableruns.models import Approval, Run, Step
 from durableruns.services import approvals as approval_service
 from durableruns.services import runs as run_service
 from tests.conftest import wait_for
-from tests.e2e.a11y import assert_accessible, assert_fits_a_phone, shoot
+from tests.e2e.a11y import PHONE, assert_accessible, assert_fits_a_phone, shoot
 from tests.e2e.browser import log_in
 from tests.web import agents as _test_agents  # noqa: F401 - registers t-ask here too
 
@@ -65,6 +65,7 @@ def test_a_reviewer_lands_on_the_inbox_filters_it_and_finds_a_decision_in_histor
     assert_accessible(page, "inbox")
     shoot(page, "inbox", tmp_path)
     assert_fits_a_phone(page, "inbox", "inbox", tmp_path)
+    _assert_one_screen_tall(page, card)
 
     # Reject needs a reason: refused with the real status, the error swapped in by htmx.
     card.get_by_role("button", name="Reject").click()
@@ -243,3 +244,15 @@ def test_a_sandbox_fork_is_marked_on_the_card_the_email_and_the_run_page(
     expect(page.locator(".sandbox-note")).to_contain_text("write tools were not called")
     page.goto(f"{live_server.url}/runs/e2e-real/")
     expect(page.locator(".badge-sandbox")).to_have_count(0)  # the real run is not marked
+
+
+def _assert_one_screen_tall(page, card) -> None:
+    """On a phone a pending card (summary, payload, the decision buttons) fits one screen,
+    so a reviewer scrolls between cards, not within one."""
+    size = page.viewport_size
+    page.set_viewport_size(PHONE)
+    try:
+        height = card.bounding_box()["height"]
+    finally:
+        page.set_viewport_size(size)
+    assert height <= 0.9 * PHONE["height"], f"a pending card is {height:.0f} px tall at 390 px"

@@ -1,0 +1,51 @@
+"""At 390 px the pages people open on a phone fit its width: wide tables scroll inside
+their own box, never the page, and a pending approval card fits one screen."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from durableruns.engine import executor
+from durableruns.engine.runs import start_run
+from durableruns.models import Run
+from tests.admin.factories import make_run
+from tests.e2e.a11y import PHONE, assert_accessible, assert_fits_a_phone
+from tests.e2e.browser import log_in
+from tests.engine import agents as engine_agents  # registers t-echo-twice in this process
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+LONG = "demo-refund-kettle-order-A-100234-" + "x" * 24
+assert engine_agents
+
+
+def _sealed_run() -> Run:
+    """A finished run whose step result holds a sealed secret (the secrets page lists it)."""
+    run, _ = start_run("t-echo-twice", {"value": {"api_key": "sk_live_" + "Q7" * 12}}, run_id=LONG)
+    for _ in range(10):
+        if Run.objects.get(pk=run.id).status not in Run.EXECUTABLE:
+            break
+        # The agent fails one step once on purpose: skip its retry's wait.
+        Run.objects.filter(pk=run.id).update(wake_at=None)
+        executor.advance(run.id)
+    return Run.objects.get(pk=run.id)
+
+
+def test_runs_a_run_page_and_its_secrets_fit_a_phone(page, live_server, carol, tmp_path):
+    for n in range(3):
+        make_run(f"{LONG}-{n}", Run.Status.SUCCEEDED)
+    run = _sealed_run()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    page.set_viewport_size(PHONE)
+
+    log_in(page, live_server.url, "carol", "/")
+    expect(page.locator("table").first).to_contain_text(LONG[:20])
+    assert_fits_a_phone(page, "runs page", "runs", tmp_path)
+    page.goto(f"{live_server.url}/runs/{LONG}-0/")
+    expect(page.locator("#run-status")).to_have_text("Succeeded")
+    assert_fits_a_phone(page, "run page", "run", tmp_path)
+    assert_accessible(page, "run page at 390 px")
+    page.goto(f"{live_server.url}/runs/{run.id}/secrets/")
+    expect(page.locator("main")).to_contain_text("api_key")
+    assert_fits_a_phone(page, "secrets page", "secrets", tmp_path)
+    assert_accessible(page, "secrets page at 390 px")
