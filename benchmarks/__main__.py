@@ -29,6 +29,7 @@ SECTIONS = (
     "langgraph_saver",
     "inflight",
     "team_load",
+    "long_run_page",
 )
 # A section that overruns is stopped, so `make bench` always ends and says so.
 TIMEOUT = {"quick": 150, "full": 900}
