@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -140,6 +141,28 @@ class Run(models.Model):
         if self.kind == self.Kind.LANGGRAPH:
             return LANGGRAPH_STATUS_LABELS.get(self.status, self.get_status_display())
         return self.get_status_display()
+
+    @property
+    def agent_label(self) -> str:
+        """What the pages call the agent: a LangGraph thread's graph name (its Run has
+        no version), a native agent's name@version."""
+        if self.kind == self.Kind.LANGGRAPH:
+            return self.agent
+        return f"{self.agent}@{self.agent_version}"
+
+    @property
+    def ended_at(self) -> datetime | None:
+        """When the run ended, or None while it may still go on. A LangGraph thread's
+        finished_at is set when it stops at an interrupt too, which is not an end."""
+        return self.finished_at if self.is_terminal else None
+
+    @property
+    def steps_text(self) -> str:
+        """Steps used, and of how many when the run has a step budget (a LangGraph
+        thread has none: its max_steps is 0)."""
+        if self.max_steps:
+            return f"{self.steps_used} / {self.max_steps}"
+        return str(self.steps_used)
 
     @staticmethod
     def fill_langgraph_activity(runs: Iterable[Run]) -> None:

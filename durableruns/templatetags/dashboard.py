@@ -42,7 +42,7 @@ def run_duration(run: Any) -> str:
     """How long a run took, or has been going: empty before it started."""
     if run.started_at is None:
         return ""
-    end = run.finished_at or timezone.now()
+    end = run.ended_at or timezone.now()
     return seconds(max((end - run.started_at).total_seconds(), 0.0))
 
 
