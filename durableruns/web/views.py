@@ -227,7 +227,7 @@ def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
 
 def _annotate(step: Step, record: Run) -> None:
     step.replays = step.replays_since(record)
-    step.duration_text = f"{step.duration_ms:.1f} ms"
+    step.duration_text = duration_text(step.duration_ms / 1000)
     step.copied = bool(
         record.parent_id
         and record.fork_position is not None
