@@ -276,7 +276,7 @@ class Effect(models.Model):
         SANDBOXED = "sandboxed"  # a write a sandboxed run did not make
 
     class Resolution(models.TextChoices):
-        # Read after the effect's state, e.g. "Succeeded (resolved: it had not happened)".
+        # What a person said an unknown outcome was; the pages show Effect.state_label.
         HAPPENED = "happened", "resolved: it had happened"
         NOT_HAPPENED = "not_happened", "resolved: it had not happened"
         ABORTED = "aborted", "resolved: run aborted"
@@ -314,6 +314,34 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.idempotency_key} ({self.state})"
+
+    @property
+    def state_label(self) -> str:
+        """The state and any resolution as one phrase. A resolution stays on the row
+        after the engine acts on it: one resolved `not_happened` is called again with
+        the same key, and its state is then that call's outcome (engine/context.py)."""
+        return EFFECT_STATE_LABELS.get((self.state, self.resolution), self.get_state_display())
+
+
+_AGAIN = "after the earlier call was resolved as not having happened"
+EFFECT_STATE_LABELS = {
+    (Effect.State.RESOLVED, Effect.Resolution.HAPPENED): "Resolved: it had happened",
+    (Effect.State.RESOLVED, Effect.Resolution.NOT_HAPPENED): (
+        "Resolved: it had not happened, to be called again"
+    ),
+    (Effect.State.RESOLVED, Effect.Resolution.ABORTED): "Resolved: the run was aborted",
+    (Effect.State.STARTED, Effect.Resolution.NOT_HAPPENED): f"Called again {_AGAIN}",
+    (
+        Effect.State.SUCCEEDED,
+        Effect.Resolution.NOT_HAPPENED,
+    ): f"Succeeded when called again {_AGAIN}",
+    (Effect.State.FAILED, Effect.Resolution.NOT_HAPPENED): f"Failed when called again {_AGAIN}",
+    (Effect.State.UNKNOWN, Effect.Resolution.NOT_HAPPENED): f"Unknown when called again {_AGAIN}",
+    # Aborted, then resumed: the engine escalates it again (engine/context.py _recover).
+    (Effect.State.UNKNOWN, Effect.Resolution.ABORTED): (
+        "Unknown: the run was aborted, then resumed, before anyone said whether it happened"
+    ),
+}
 
 
 class IdempotencyRecord(models.Model):
