@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -141,6 +142,28 @@ class Run(models.Model):
             return LANGGRAPH_STATUS_LABELS.get(self.status, self.get_status_display())
         return self.get_status_display()
 
+    @property
+    def agent_label(self) -> str:
+        """What the pages call the agent: a LangGraph thread's graph name (its Run has
+        no version), a native agent's name@version."""
+        if self.kind == self.Kind.LANGGRAPH:
+            return self.agent
+        return f"{self.agent}@{self.agent_version}"
+
+    @property
+    def ended_at(self) -> datetime | None:
+        """When the run ended, or None while it may still go on. A LangGraph thread's
+        finished_at is set when it stops at an interrupt too, which is not an end."""
+        return self.finished_at if self.is_terminal else None
+
+    @property
+    def steps_text(self) -> str:
+        """Steps used, and of how many when the run has a step budget (a LangGraph
+        thread has none: its max_steps is 0)."""
+        if self.max_steps:
+            return f"{self.steps_used} / {self.max_steps}"
+        return str(self.steps_used)
+
     @staticmethod
     def fill_langgraph_activity(runs: Iterable[Run]) -> None:
         """Set the langgraph threads' steps_used (their root checkpoints, LangGraph's
@@ -253,7 +276,7 @@ class Effect(models.Model):
         SANDBOXED = "sandboxed"  # a write a sandboxed run did not make
 
     class Resolution(models.TextChoices):
-        # Read after the effect's state, e.g. "Succeeded (resolved: it had not happened)".
+        # What a person said an unknown outcome was; the pages show Effect.state_label.
         HAPPENED = "happened", "resolved: it had happened"
         NOT_HAPPENED = "not_happened", "resolved: it had not happened"
         ABORTED = "aborted", "resolved: run aborted"
@@ -291,6 +314,31 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.idempotency_key} ({self.state})"
+
+    @property
+    def state_label(self) -> str:
+        """The state and any resolution as one phrase. A resolution stays on the row
+        after the engine acts on it: one resolved `not_happened` is called again with
+        the same key, and its state is then that call's outcome (engine/context.py)."""
+        return EFFECT_STATE_LABELS.get((self.state, self.resolution), self.get_state_display())
+
+
+_AGAIN = "called again, as the first call had not happened"
+EFFECT_STATE_LABELS = {
+    (Effect.State.RESOLVED, Effect.Resolution.HAPPENED): "Resolved: it had happened",
+    (Effect.State.RESOLVED, Effect.Resolution.NOT_HAPPENED): (
+        "Resolved: it had not happened, to be called again"
+    ),
+    (Effect.State.RESOLVED, Effect.Resolution.ABORTED): "Resolved: the run was aborted",
+    (Effect.State.STARTED, Effect.Resolution.NOT_HAPPENED): f"Started: {_AGAIN}",
+    (Effect.State.SUCCEEDED, Effect.Resolution.NOT_HAPPENED): f"Succeeded: {_AGAIN}",
+    (Effect.State.FAILED, Effect.Resolution.NOT_HAPPENED): f"Failed: {_AGAIN}",
+    (Effect.State.UNKNOWN, Effect.Resolution.NOT_HAPPENED): f"Unknown: {_AGAIN}",
+    # Aborted, then resumed: the engine escalates it again (engine/context.py _recover).
+    (Effect.State.UNKNOWN, Effect.Resolution.ABORTED): (
+        "Unknown: the run was aborted, then resumed, before anyone said whether it happened"
+    ),
+}
 
 
 class IdempotencyRecord(models.Model):

@@ -9,6 +9,8 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from ..web.timeline import duration_text
+
 register = template.Library()
 
 
@@ -26,15 +28,8 @@ def short_json(value: Any, limit: int = 120) -> str:
 
 @register.filter
 def seconds(value: float) -> str:
-    """A duration for people: 850 ms, 12.4 s, 3 min 5 s, 2 h 10 min."""
-    value = float(value or 0)
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 60:
-        return f"{value:.1f} s"
-    if value < 3600:
-        return f"{int(value // 60)} min {int(value % 60)} s"
-    return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"
+    """A duration for people: 850 ms, 12.4 s, 3 min 5 s, 2 h 10 min (as the timeline)."""
+    return duration_text(float(value or 0))
 
 
 @register.filter
@@ -42,7 +37,7 @@ def run_duration(run: Any) -> str:
     """How long a run took, or has been going: empty before it started."""
     if run.started_at is None:
         return ""
-    end = run.finished_at or timezone.now()
+    end = run.ended_at or timezone.now()
     return seconds(max((end - run.started_at).total_seconds(), 0.0))
 
 

@@ -166,11 +166,9 @@ def resolve(request: HttpRequest, effect_id: int) -> HttpResponse:
         if resolution == Effect.Resolution.ABORTED
         else f"run {effect.run_id} goes on"
     )
-    messages.success(
-        request,
-        f"Resolved {effect.idempotency_key} as "
-        f"{Effect.Resolution(resolution).label.lower()}; {then}.",
-    )
+    # The label reads "resolved: it had not happened": said once, not "resolved as resolved".
+    said = Effect.Resolution(resolution).label.removeprefix("resolved: ")
+    messages.success(request, f"Resolved {effect.idempotency_key}: {said}; {then}.")
     return redirect("escalations")
 
 

@@ -44,7 +44,9 @@ class Tick:
 
 
 def duration_text(seconds: float) -> str:
-    """A duration in the unit a person reads: 850 ms, 12.4 s, 3 min 5 s, 2 h 10 min."""
+    """A duration in the unit a person reads: 850 ms, 12.4 s, 3 min 5 s, 2 h 10 min.
+    Never negative: two clocks (the database's, a worker's) may disagree by a little."""
+    seconds = max(seconds, 0.0)
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:

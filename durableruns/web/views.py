@@ -227,7 +227,7 @@ def run_step(request: HttpRequest, run_id: str, position: int) -> HttpResponse:
 
 def _annotate(step: Step, record: Run) -> None:
     step.replays = step.replays_since(record)
-    step.duration_text = f"{step.duration_ms:.1f} ms"
+    step.duration_text = duration_text(step.duration_ms / 1000)
     step.copied = bool(
         record.parent_id
         and record.fork_position is not None
@@ -365,7 +365,9 @@ def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
     used = max(record.steps_used, len(steps))
     elapsed = waiting = 0.0
     if record.started_at:
-        end = record.finished_at or timezone.now()
+        # An interrupted LangGraph thread has a finished_at but has not ended: an
+        # approval asked after it would otherwise have waited a negative time.
+        end = record.ended_at or timezone.now()
         elapsed = (end - record.started_at).total_seconds()
         waiting = _own_waits(record)
         if record.status == Run.Status.AWAITING_APPROVAL:
@@ -375,7 +377,7 @@ def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
                 .values_list("created_at", flat=True)
                 .first()
             )
-            waiting += (end - asked).total_seconds() if asked else 0.0
+            waiting += max((end - asked).total_seconds(), 0.0) if asked else 0.0
         if record.status == Run.Status.AWAITING_CHILD:
             waiting += _waiting_for_children(record, end)
     # Waits for a worker that has the agent (hand-backs) are not the run's time either.

@@ -3,6 +3,7 @@ run page's node timeline, and state rendered without LangGraph's deserializer.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import ormsgpack
@@ -13,6 +14,7 @@ from durableruns.langgraph import DurableRunsSaver
 from durableruns.langgraph.render import value
 from durableruns.langgraph.store import run_id_for
 from durableruns.models import AuditEvent, LangGraphBlob, LangGraphCheckpoint, Run
+from durableruns.web.views import _budget
 from tests.langgraph.graphs import chain_builder, refund_builder
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,6 +44,30 @@ def test_it_lists_a_thread_as_an_interrupted_langgraph_run(client, alice):
     assert ">interrupted</span>" in page
 
 
+def test_an_interrupted_thread_page_reads_plainly(client, alice):
+    """A thread has no budgets, no native steps or effects, and has not finished while
+    an interrupt waits: the page says none of those things, and lists its checkpoints."""
+    refund_builder().compile(checkpointer=DurableRunsSaver(graph="refund")).invoke(
+        {"order": "R-1"}, _config("plain")
+    )
+    record = Run.objects.get(pk=run_id_for("plain"))
+    client.force_login(alice)
+
+    page = client.get(f"/runs/{record.pk}/").content.decode()
+
+    assert record.agent_label == "refund"
+    assert "<dt>Graph</dt><dd>refund</dd>" in page and "refund@" not in page
+    assert "Step budget" not in page and "of 0 steps" not in page
+    assert "<dt>Steps</dt><dd>3</dd>" in page
+    assert "Time budget" not in page and "of 0 ms" not in page
+    assert not re.search(r"-\d+(\.\d+)? (ms|s|min|h)\b", page)
+    assert not _budget(record, [])["waiting_text"].startswith("-")
+    assert record.ended_at is None and " · finished " not in page
+    assert "Steps and timeline" not in page and "No steps yet." not in page
+    assert "<h2>Effects</h2>" not in page and "No effects." not in page
+    assert '<ul class="checkpoints' in page and '<ol class="checkpoints' not in page
+
+
 def test_the_runs_list_and_its_poll_count_a_threads_checkpoints_as_steps(client, alice):
     chain_builder(3).compile(checkpointer=DurableRunsSaver()).invoke({"count": 0}, _config("steps"))
     run_id = run_id_for("steps")
@@ -52,8 +78,9 @@ def test_the_runs_list_and_its_poll_count_a_threads_checkpoints_as_steps(client,
 
     # Input, three nodes, the end: five supersteps, though no checkpoint wrote the Run row.
     assert Run.objects.get(pk=run_id).steps_used == 0
-    assert f'<span id="steps-{run_id}">5 / 0</span>' in listed
-    assert f'id="steps-{run_id}"' in polled and "5 / 0" in polled
+    # A thread has no step budget (max_steps 0): its steps are shown bare.
+    assert f'<span id="steps-{run_id}">5</span>' in listed
+    assert f'<span id="steps-{run_id}" hx-swap-oob="true">5</span>' in polled
 
 
 def test_the_run_page_shows_nodes_writes_state_and_fork_points(client, alice):

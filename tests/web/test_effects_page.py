@@ -69,6 +69,36 @@ def test_it_shows_key_tool_kind_state_attempts_result_run_and_step(client, alice
     assert "mailbox full" in body
 
 
+AGAIN = "called again, as the first call had not happened"
+
+
+@pytest.mark.parametrize(
+    ("state", "resolution", "reads"),
+    [
+        ("succeeded", "", "Succeeded"),
+        ("resolved", "happened", "Resolved: it had happened"),
+        ("resolved", "not_happened", "Resolved: it had not happened, to be called again"),
+        ("resolved", "aborted", "Resolved: the run was aborted"),
+        # Resolved `not_happened`, the call was made again (same key): its own outcome.
+        ("started", "not_happened", f"Started: {AGAIN}"),
+        ("succeeded", "not_happened", f"Succeeded: {AGAIN}"),
+        ("failed", "not_happened", f"Failed: {AGAIN}"),
+        ("unknown", "not_happened", f"Unknown: {AGAIN}"),
+        # Aborted, then the run was resumed: the engine asks again (engine/context.py).
+        ("unknown", "aborted", "Unknown: the run was aborted, then resumed, before anyone said"),
+    ],
+)
+def test_an_effects_state_reads_as_one_phrase(client, alice, state, resolution, reads):
+    run = make_run("phrased")
+    make_effect(run, 1, state=state, resolution=resolution)
+    client.force_login(alice)
+    for url in (URL, reverse("run", args=[run.id])):
+        body = client.get(url).content.decode()
+        label = re.search(r'<span class="state state-[a-z]+">([^<]*)</span>([^<]*)<', body)
+        assert label.group(1).startswith(reads), url
+        assert "(" not in label.group(2), url  # no outcome added after the state
+
+
 def test_it_filters_by_state(client, alice, ledger_rows):
     client.force_login(alice)
     assert _keys(client.get(URL, {"state": "unknown"})) == [ledger_rows["unsafe"].idempotency_key]

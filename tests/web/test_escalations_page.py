@@ -148,10 +148,12 @@ def test_it_refuses_it_happened_without_a_result(client, bob, escalated):
 
 def test_it_records_that_it_did_not_happen_so_the_call_is_made_again(client, bob, escalated):
     client.force_login(bob)
-    _resolve(client, escalated, resolution="not_happened")
+    told = client.get(_resolve(client, escalated, resolution="not_happened")["Location"])
     effect = _effect(escalated)
     assert (effect.state, effect.resolution) == ("resolved", "not_happened")
     assert Run.objects.get(pk="stuck").status == Run.Status.QUEUED
+    said = f"Resolved {effect.idempotency_key}: it had not happened; run stuck goes on."
+    assert said in told.content.decode()
 
 
 def test_aborting_asks_for_confirmation_first(client, bob, escalated):

@@ -14,7 +14,9 @@ from django.utils import timezone
 from durableruns.engine import executor
 from durableruns.engine.runs import start_run
 from durableruns.models import Approval, AuditEvent, Run, Step
+from durableruns.templatetags.dashboard import seconds
 from durableruns.web import step_window
+from durableruns.web.timeline import duration_text
 from tests.conftest import wait_for
 from tests.web.dashboard import T0, make_effect, make_run, make_step, rung_fixture  # noqa: F401 - fixture
 
@@ -105,7 +107,7 @@ def test_it_shows_each_step_with_kind_attempts_duration_and_origin(client, alice
     body = client.get(_url(finished)).content.decode()
     assert re.search(
         r"#0 <span class=\"kind\">llm</span> <strong>plan</strong> · 1 attempt · "
-        r"400\.0 ms ·\s+<span class=\"origin\">executed, replayed 2 times</span>",
+        r"400 ms ·\s+<span class=\"origin\">executed, replayed 2 times</span>",
         body,
     )
     assert re.search(
@@ -325,6 +327,28 @@ def test_the_time_budget_leaves_out_approval_waits(client, alice):
     body = client.get(_url(run)).content.decode()
     assert re.search(r'id="time-budget">1.2 s of 1 min 0 s<', body), body
     assert "not counting 55.0 s waiting for approval" in body
+
+
+@pytest.mark.parametrize(
+    ("duration_ms", "reads"),
+    [(104_547.9, "1 min 44 s"), (850.4, "850 ms"), (3 * 3_600_000 + 1_260_000, "3 h 21 min")],
+    ids=["approval-wait", "sub-second", "hours"],
+)
+def test_step_durations_read_in_human_units(client, alice, duration_ms, reads):
+    run = make_run("timed", started_at=T0, finished_at=T0 + timedelta(hours=4))
+    make_step(run, 0, kind="approval", name="ok", duration_ms=duration_ms)
+    client.force_login(alice)
+    body = client.get(_url(run)).content.decode()
+    step_page = client.get(reverse("run-step", args=[run.id, 0])).content.decode()
+    assert f"<strong>ok</strong> · 1 attempt · {reads} ·" in body
+    assert f"1 attempt, {reads}." in step_page
+    assert f"{duration_ms:.1f} ms" not in body + step_page
+
+
+def test_a_duration_is_never_shown_negative():
+    # The database's clock and a worker's may disagree by a little.
+    assert duration_text(-0.005) == "0 ms"
+    assert seconds(-3) == "0 ms"
 
 
 @pytest.mark.parametrize("window", [10_000, 1], ids=["all-steps", "windowed"])

@@ -229,6 +229,17 @@ def test_its_status_poll_swaps_fresh_statuses_in_by_run_id(client, bob):
     assert "hx-trigger" not in final
 
 
+def test_it_shows_steps_of_a_budget_and_bare_steps_without_one(client, bob):
+    make_run("budgeted", steps_used=5, max_steps=20)
+    make_run("unbounded", status=Run.Status.RUNNING, steps_used=5, max_steps=0)
+    client.force_login(bob)
+    listed = client.get(URL).content.decode()
+    polled = client.get(reverse("run-statuses") + "?run=unbounded").content.decode()
+    assert '<span id="steps-budgeted">5 / 20</span>' in listed
+    assert '<span id="steps-unbounded">5</span>' in listed
+    assert '<span id="steps-unbounded" hx-swap-oob="true">5</span>' in polled
+
+
 def test_it_shows_full_ids_duration_finished_and_error(client, bob):
     long_id = "crash-test-refund-bot-after-effect-started-step-0002-attempt-1"
     make_run(
