@@ -254,9 +254,7 @@ def test_htmx_saves_and_deletes_in_place(client, bob):
     assert saved.status_code == 200
     assert _links(saved) == {"in place": f"{RUNS}?status=failed"}
     assert 'name="query" value="status=failed"' in saved.content.decode()
-    deleted = client.post(
-        _delete_url(SavedView.objects.get()), {"query": "status=failed"}, **HTMX
-    )
+    deleted = client.post(_delete_url(SavedView.objects.get()), {"query": "status=failed"}, **HTMX)
     assert deleted.status_code == 200
     assert _links(deleted) == {}
 
