@@ -193,6 +193,7 @@ def test_names_are_escaped_on_output(client, bob):
         ("parent=..%2F..", "must be a run id"),
         ("error=" + "x" * 256, "longer than 255"),
         ("status=failed&" + "x" * 5000, "longer than 4096 characters"),
+        ("a&" * 1500, "too many parameters"),
     ],
 )
 def test_filters_the_runs_page_would_refuse_are_not_saved(client, bob, query, says):
@@ -201,6 +202,15 @@ def test_filters_the_runs_page_would_refuse_are_not_saved(client, bob, query, sa
     assert response.status_code == 400
     assert says in response.content.decode()
     assert not SavedView.objects.exists()
+
+
+def test_a_page_whose_filters_are_refused_lists_the_views_but_offers_no_save(client, bob):
+    SavedView.objects.create(owner=bob, name="failed", query="status=failed")
+    client.force_login(bob)
+    for query in ({"input": "{not json"}, {"since": "yesterday"}):
+        response = client.get(RUNS, query)
+        assert _links(response) == {"failed": f"{RUNS}?status=failed"}
+        assert "Save these filters as" not in response.content.decode()
 
 
 def test_a_100_kb_query_is_a_4xx_and_writes_nothing(client, bob):
