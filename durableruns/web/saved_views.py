@@ -66,22 +66,22 @@ def normalise(text: str) -> str:
     try:
         query = QueryDict(text)
         filters = RunFilters.from_query(query)
+        filters.check_for_action()  # an unreadable date, which the page would ignore
     except TooManyFieldsSent:
         raise Refused("the filters have too many parameters") from None
     except FilterError as exc:
         raise Refused(str(exc)) from None
-    normal = page_query(filters, query.get("sort", ""))
-    if normal is None:
-        raise Refused(f"unreadable date in: {', '.join(filters.invalid())}")
-    return normal
+    return filters.query(sort=_sort(query.get("sort", "")))
 
 
 def page_query(filters: RunFilters, sort: str) -> str | None:
     """The query string a view of the page showing `filters` and `sort` saves, or None
     when a filter is ignored as unreadable (such filters are not saved)."""
-    if filters.invalid():
-        return None
-    return filters.query(sort=sort if sort in SORTS else "")
+    return None if filters.invalid() else filters.query(sort=_sort(sort))
+
+
+def _sort(value: str) -> str:
+    return value if value in SORTS else ""
 
 
 def section(user: Any, query: str | None, **extra: Any) -> dict[str, Any]:
