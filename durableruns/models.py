@@ -663,6 +663,28 @@ class ApiToken(models.Model):
         return f"{self.prefix} ({self.name or 'unnamed'})"
 
 
+class SavedView(models.Model):
+    """A person's named filters of the runs page (issue 24): the page's query string,
+    stored normalised (web/saved_views.py: only the filters the page knows, checked as
+    the page checks them), shown to its owner only, as a link to the page."""
+
+    # The (owner, name) constraint's index serves the owner's list: no index of its own.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    name = models.CharField(max_length=80)
+    query = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="saved_view_owner_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class SweeperBeat(models.Model):
     """The sweep leader's last sweep (one row): /healthz and /metrics read its age, so
     a stalled sweeper shows wherever it runs."""

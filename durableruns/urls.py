@@ -10,6 +10,7 @@ from .web import (
     login_throttle,
     monitoring,
     policies,
+    saved_views,
     start,
     views,
 )
@@ -26,6 +27,10 @@ urlpatterns = [
     # Operator dashboard (issue 5)
     path("runs-statuses/", views.run_statuses, name="run-statuses"),
     path("runs-bulk/", actions.bulk, name="runs-bulk"),
+    # Saved views of the runs page (issue 24): a person's own, not runs/views/ ("views"
+    # is a valid run id).
+    path("runs-views/", saved_views.save, name="run-views-save"),
+    path("runs-views/<int:pk>/delete/", saved_views.delete, name="run-view-delete"),
     path("runs/<str:run_id>/steps/<int:position>/", views.run_step, name="run-step"),
     path("runs/<str:run_id>/cancel/", actions.cancel, name="run-cancel"),
     path("runs/<str:run_id>/resume/", actions.resume, name="run-resume"),

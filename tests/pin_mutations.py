@@ -104,6 +104,20 @@ MUTATIONS = [
         "    pass",
         "tests/web/test_start_run.py",
     ),
+    (
+        "a saved view is deleted by its owner only",
+        "durableruns/web/saved_views.py",
+        "    view = get_object_or_404(SavedView, pk=pk, owner=request.user)",
+        "    view = get_object_or_404(SavedView, pk=pk)",
+        "tests/web/test_saved_views.py",
+    ),
+    (
+        "a person is shown only their own saved views",
+        "durableruns/web/saved_views.py",
+        '    views = SavedView.objects.filter(owner=user).order_by("name")',
+        '    views = SavedView.objects.order_by("name")',
+        "tests/web/test_saved_views.py",
+    ),
 ]
 
 

@@ -23,7 +23,7 @@ from ..engine import handback, registry
 from ..engine.context import waited_seconds
 from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import is_resumable
-from . import keyset, live
+from . import keyset, live, saved_views
 from .filters import FilterError, RunFilters, moment
 from .step_window import before_param, step_window
 from .timeline import duration_text, failed_attempts, pending_bar, step_rows, timeline
@@ -44,6 +44,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         return refused_filters(request, request.GET, str(exc))
     queryset = filters.apply(Run.objects.select_related("created_by"))
     by_cost = request.GET.get("sort") == "cost"
+    sort = "cost" if by_cost else ""
     if by_cost:
         ordered = keyset.runs_by_cost_after(queryset, request.GET.get("cursor"))
         page = keyset.page(ordered, PAGE_SIZE, keyset.cost_cursor)
@@ -62,7 +63,8 @@ def runs(request: HttpRequest) -> HttpResponse:
         "poll": _poll_query(filters, page.rows, first_page),
         "invalid": filters.invalid(),
         "no_agents": not registry.agents(),
-        "sort": "cost" if by_cost else "",
+        "sort": sort,
+        **saved_views.section(request.user, saved_views.page_query(filters, sort)),
     }
     return render(request, "durableruns/runs.html", context)
 
@@ -80,6 +82,7 @@ def refused_filters(
         "runs": [],
         "counts": [],
         "agents": _agent_choices(filters),
+        **saved_views.section(request.user, None),  # the views, but nothing to save
     }
     return render(request, "durableruns/runs.html", context, status=400)
 

@@ -88,6 +88,9 @@ API_ACTIONS = {
 EXEMPT = {"logout", "provider-dedupe", "provider-execute", "redaction-rule-preview"}
 # The demo's scripted model API: a stand-in provider, recording its calls like the others.
 EXEMPT |= {"model-chat-completions", "model-messages"}
+# A person's own saved views of the runs page (web/saved_views.py): they change no run
+# and nobody else's data, and nobody else sees them; like signing out, not audited.
+EXEMPT |= {"run-views-save", "run-view-delete"}
 # Audited, but it needs a real LangGraph thread: tests/langgraph/test_pages.py checks it.
 EXEMPT |= {"langgraph-fork"}
 POST_URLS = [name for name in KNOWN if EXPECTED[name].method == "POST"]

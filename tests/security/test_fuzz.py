@@ -32,6 +32,7 @@ from durableruns.models import (
     RedactionRule,
     RetentionPolicy,
     Run,
+    SavedView,
     Step,
 )
 from tests.security.test_url_matrix import EXPECTED, KNOWN, ROLES, _client, objects  # noqa: F401
@@ -118,6 +119,7 @@ FORM_FIELDS = [
     *("decision", "comment", "payload", "resolution", "note", "result", "name", "agent"),
     *("statuses", "age_days", "action", "enabled", "kind", "value", "position", "sandbox"),
     *("run", "confirm", "dry_run", "next", "username", "password", "status", "q"),
+    "query",  # a saved view's filters (web/saved_views.py)
 ]
 FORM_TYPED = {
     "age_days": ["999999", "9" * 30, "-1", "1e5"],
@@ -177,7 +179,16 @@ def _path(name: str, ids: dict[str, int], hostile: dict[str, str] | None = None)
     return url
 
 
-SNAPSHOT_MODELS = (Run, Step, Effect, Approval, AuditEvent, RetentionPolicy, RedactionRule)
+SNAPSHOT_MODELS = (
+    Run,
+    Step,
+    Effect,
+    Approval,
+    AuditEvent,
+    RetentionPolicy,
+    RedactionRule,
+    SavedView,
+)
 
 
 def _snapshot() -> list[Any]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
@@ -23,6 +24,7 @@ from durableruns.models import (
     RedactionRule,
     RetentionPolicy,
     Run,
+    SavedView,
     Step,
     SweeperBeat,
 )
@@ -114,6 +116,10 @@ EXPECTED: dict[str, Expect] = {
     "langgraph-fork": Expect("POST", OPERATOR_ACTION, RUN),
     # GET is the bulk confirmation page ("cancel 12 runs?"); nothing selected: back.
     "runs-bulk": Expect("GET", _by_role(302, 403, 403, 302, 302)),
+    # Saved views (issue 24): every role that sees the runs keeps its own; a nameless
+    # save is refused (400), and another person's view is not found (404) by anyone.
+    "run-views-save": Expect("POST", _by_role(302, 403, 400, 400, 400)),
+    "run-view-delete": Expect("POST", _by_role(302, 403, 404, 404, 404), {"pk": "view"}),
     # GET is the confirmation asking why; the POST (with a reason) cancels.
     "run-cancel": Expect("GET", _by_role(302, 403, 403, 200, 200), RUN),
     "run-resume": Expect("POST", OPERATOR_ACTION, RUN),
@@ -228,7 +234,15 @@ def objects(db):
         started_at=now,
     )
     approval = Approval.objects.create(run_id="r1", position=2, name="refund", payload={})
-    return {"policy": policy.pk, "rule": rule.pk, "effect": effect.pk, "approval": approval.pk}
+    owner = get_user_model().objects.create_user("view-owner")  # nobody who asks below
+    view = SavedView.objects.create(owner=owner, name="theirs", query="status=failed")
+    return {
+        "policy": policy.pk,
+        "rule": rule.pk,
+        "effect": effect.pk,
+        "approval": approval.pk,
+        "view": view.pk,
+    }
 
 
 def _client(role: str, django_user_model, **client_kwargs: Any) -> Client:
@@ -280,6 +294,7 @@ def test_state_changes_require_a_csrf_token(name, objects, django_user_model):
     assert response.status_code == 403
     assert Run.objects.filter(pk="r1", legal_hold=False).exists()
     assert RetentionPolicy.objects.filter(pk=objects["policy"]).exists()
+    assert SavedView.objects.filter(pk=objects["view"]).exists()
 
 
 def test_login_requires_a_csrf_token(carol):
@@ -290,6 +305,7 @@ def test_login_requires_a_csrf_token(carol):
 
 def test_forms_on_pages_carry_the_csrf_token(client, carol, objects):
     client.force_login(carol)
-    for url in (reverse("policies"), reverse("redaction-rules"), reverse("run", args=["r1"])):
+    pages = ("policies", "redaction-rules", "runs")
+    for url in (*(reverse(name) for name in pages), reverse("run", args=["r1"])):
         body = client.get(url).content.decode()
         assert body.count('method="post"') == body.count('name="csrfmiddlewaretoken"'), url
