@@ -32,6 +32,8 @@ REPORT_CSP = """document.addEventListener("securitypolicyviolation", (e) => cons
   `Content Security Policy violation: ${e.violatedDirective} refused ${e.blockedURI || "inline"}`
   + ` at ${e.sourceFile}:${e.lineNumber}`));"""
 ASSETS = {"stylesheet", "script", "image", "font"}
+# Chromium logs every 4xx/5xx answer as a console error too; _response judges those.
+ANSWERED = "Failed to load resource: the server responded with a status of"
 
 
 class ConsoleWatch:
@@ -66,7 +68,7 @@ class ConsoleWatch:
     def _console(self, msg: ConsoleMessage) -> None:
         if "Content Security Policy" in msg.text:
             self._add("CSP", msg.text, msg.page)
-        elif msg.type == "error":
+        elif msg.type == "error" and not msg.text.startswith(ANSWERED):
             self._add("console.error", msg.text, msg.page)
 
     def _error(self, error: WebError) -> None:
