@@ -15,12 +15,16 @@ urlpatterns = [
         ),
         name="api-schema",
     ),
-    # Browsable docs (Swagger UI from drf-spectacular-sidecar), public like the schema.
+    # Browsable docs (Swagger UI from drf-spectacular-sidecar), public like the schema;
+    # our template keeps its style in a file, as the CSP wants.
     path(
         "docs/",
         login_not_required(
             SpectacularSwaggerSplitView.as_view(
-                url_name="api-schema", authentication_classes=[], permission_classes=[]
+                url_name="api-schema",
+                template_name="durableruns/api_docs.html",
+                authentication_classes=[],
+                permission_classes=[],
             )
         ),
         name="api-docs",

@@ -18,6 +18,7 @@ def test_the_docs_page_loads_its_assets_from_this_server(client):
     sources = re.findall(r'(?:src|href)="([^"]+)"', body)
     assert sources and all(src.startswith("/") and not src.startswith("//") for src in sources)
     assert "<script>" not in body  # no inline script: the CSP allows only 'self'
+    assert "<style" not in body  # nor inline style (templates/durableruns/api_docs.html)
     csp = response["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
 

@@ -1,5 +1,6 @@
-"""A page for the admin area's browser tests that records dialogs and CSP reports,
-logged in as carol (the admin). The browser comes from tests/e2e/conftest.py."""
+"""A page for the admin area's browser tests that records dialogs, logged in as carol
+(the admin). The browser, and the console watcher that fails a test on a CSP report,
+come from tests/e2e/conftest.py."""
 
 from __future__ import annotations
 
@@ -11,12 +12,7 @@ def page(browser, live_server, carol):
     context = browser.new_context()
     page = context.new_page()
     page.dialogs = []
-    page.csp_errors = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-    page.on(
-        "console",
-        lambda msg: "Content Security Policy" in msg.text and page.csp_errors.append(msg.text),
-    )
     page.goto(f"{live_server.url}/login/")
     page.fill("#id_username", "carol")
     page.fill("#id_password", "carol-password-1")

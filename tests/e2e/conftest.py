@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, ConsoleWatch
 
 # Playwright's sync API runs an event loop in the test thread, and its browser
 # fixtures live across tests; the ORM calls the tests make around it are still
@@ -29,3 +29,17 @@ def page(browser: Browser) -> Iterator[Page]:
     context.set_default_timeout(20_000)
     yield context.new_page()
     context.close()
+
+
+@pytest.fixture(autouse=True)
+def console_watch(request: pytest.FixtureRequest) -> Iterator[ConsoleWatch | None]:
+    """Fails a browser test whose pages saw a CSP violation, an uncaught error, a console
+    error, a missing asset or a 5xx answer, in any context any fixture made."""
+    if "browser" not in request.fixturenames:
+        yield None
+        return
+    with ConsoleWatch(request.getfixturevalue("browser")) as watch:
+        yield watch
+    if watch.problems and not request.node.get_closest_marker("console_problems"):
+        seen = "\n  ".join(dict.fromkeys(watch.problems))
+        pytest.fail(f"the browser saw:\n  {seen}", pytrace=False)

@@ -189,3 +189,5 @@ def test_an_operator_cancels_a_run_saying_why(page, live_server, bob, tmp_path):
     expect(page).to_have_url(f"{live_server.url}/runs/e2e-cancel/")
     expect(page.locator("#run-status")).to_have_text("Cancelled")
     expect(page.locator("body")).to_contain_text("customer withdrew the request")
+    expect(page.get_by_role("status").first).to_contain_text("Cancelled run e2e-cancel.")
+    assert_accessible(page, "run page with a flash message")

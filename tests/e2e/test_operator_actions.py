@@ -91,12 +91,7 @@ def test_select_all_enables_cancel_selected(page, live_server, bob):
 
 
 def test_the_api_docs_render_under_the_csp(page, live_server):
-    errors: list[str] = []
-    page.on(
-        "console", lambda message: errors.append(message.text) if message.type == "error" else None
-    )
+    """Nothing the CSP blocks, style included: the console watcher (conftest.py) says."""
     page.goto(f"{live_server.url}/api/docs/")
     expect(page.locator(".swagger-ui .title")).to_contain_text("durableruns API", timeout=20_000)
     expect(page.locator(".opblock").first).to_be_visible()
-    # Swagger UI tries one inline style, which the CSP blocks; nothing it runs is blocked.
-    assert not [e for e in errors if "script-src" in e or "eval" in e], errors

@@ -119,7 +119,6 @@ def test_the_corpus_renders_as_text_and_executes_nothing(page, live_server):  # 
         page.goto(live_server.url + path)
         _assert_inert(page, path)
     assert page.get_by_text(CORPUS[2]).count() > 0
-    assert page.csp_errors == []
 
 
 def test_htmx_refreshes_a_live_run_under_the_content_security_policy(page, live_server):  # noqa: F811
@@ -139,4 +138,4 @@ def test_htmx_refreshes_a_live_run_under_the_content_security_policy(page, live_
     expect(page.locator("#run-live")).to_contain_text("Running")
     Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
     expect(page.locator("#run-live")).to_contain_text("Succeeded", timeout=15_000)
-    assert page.csp_errors == []
+    # No CSP report on the way: the console watcher (conftest.py) fails the test on one.

@@ -27,7 +27,16 @@ def test_no_template_has_inline_code():
     assert found == []
 
 
-def test_htmx_is_told_not_to_inject_its_indicator_styles():
+def _htmx_config() -> dict:
     base = (ROOT / "templates" / "durableruns" / "_base.html").read_text()
-    config = re.search(r"<meta name=\"htmx-config\" content='([^']+)'>", base).group(1)
-    assert json.loads(config)["includeIndicatorStyles"] is False
+    return json.loads(re.search(r"<meta name=\"htmx-config\" content='([^']+)'>", base).group(1))
+
+
+def test_htmx_is_told_not_to_inject_its_indicator_styles():
+    assert _htmx_config()["includeIndicatorStyles"] is False
+
+
+def test_htmx_settles_no_style_attribute():
+    """htmx's default settle copies the old `style` attribute onto swapped content: the CSP
+    refuses that (style-src-attr) on every swap."""
+    assert "style" not in _htmx_config()["attributesToSettle"]
