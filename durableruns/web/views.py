@@ -199,12 +199,15 @@ def run_statuses(request: HttpRequest) -> HttpResponse:
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def run(request: HttpRequest, run_id: str) -> HttpResponse:
+    # An unchanged poll costs the version query alone: no run row, no template. A run
+    # that ended, or does not exist, has another version, so it takes the full path.
+    polled = request.headers.get(live.HEADER) if request.htmx else None
+    if polled and live.unchanged(request, live.run_version(run_id)):
+        return HttpResponse(status=204)
     record = get_object_or_404(
         Run.objects.select_related("created_by", "parent", "parent_run"), pk=run_id
     )
-    version = "" if record.is_terminal else live.run_version(record)
-    if version and live.unchanged(request, version):
-        return HttpResponse(status=204)
+    version = "" if record.is_terminal else live.run_version(record.pk)
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
     return render(request, template, run_context(request, record, version))
 
@@ -257,7 +260,7 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
     return {
         "run": record,
         # A terminal run's page stops polling, so it needs no version.
-        "live_version": version or ("" if record.is_terminal else live.run_version(record)),
+        "live_version": version or ("" if record.is_terminal else live.run_version(record.pk)),
         "native": native,
         "langgraph": None if native else _langgraph_thread(record),
         "steps": steps,

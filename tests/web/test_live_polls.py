@@ -119,13 +119,21 @@ def test_a_poll_with_a_stale_or_forged_version_renders(client, busy):
         assert response.status_code == 200
 
 
-def test_the_version_costs_two_queries(client, busy, django_assert_max_num_queries):
+def test_an_unchanged_poll_costs_the_login_and_one_query(
+    client, busy, django_assert_max_num_queries
+):
     version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
     Step.objects.filter(run=busy).update(finished_at=timezone.now() - timedelta(seconds=1))
     version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
-    # session + user + permissions + the run + the version's two queries
-    with django_assert_max_num_queries(8):
+    # session + user + the user's and the groups' permissions + the version: not the run
+    with django_assert_max_num_queries(5):
         assert _poll(client, busy, version).status_code == 204
+
+
+def test_a_poll_of_a_run_gone_since_is_a_404_not_a_204(client, busy):
+    version = _version(client.get(reverse("run", args=[busy.id])).content.decode())
+    Run.objects.filter(pk=busy.pk).delete()
+    assert _poll(client, busy, version).status_code == 404
 
 
 def _many_steps(run: Run, count: int) -> None:
