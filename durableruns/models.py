@@ -48,6 +48,10 @@ class Run(models.Model):
     # Seconds spent handed back, waiting for a worker that has the run's agent version
     # (engine/handback.py): not the run's working time, so outside max_duration.
     handed_back_seconds = models.FloatField(default=0.0, db_default=0.0)
+    # Escalated since (while an unsafe write's outcome is asked of a person), and the
+    # seconds of earlier escalations: a person's time, outside max_duration too.
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    escalated_seconds = models.FloatField(default=0.0, db_default=0.0)
     steps_used = models.PositiveIntegerField(default=0)
     # The lease: who may execute the run, until when (database time), and the
     # fence every step and effect write is conditional on (invariant 6).

@@ -106,8 +106,11 @@ class Run:
         # Summed once here and kept up to date in committed(): before_new_step() asks
         # on every step, and summing the history each time made a run quadratic. Waits
         # for a worker that has the agent (hand-backs) are not in any step.
-        handed_back = getattr(record, "handed_back_seconds", 0.0)
-        self._waited = waited_seconds(history.values()) + handed_back
+        # Waits for a worker with the agent (handback.py) and for a person to say what
+        # an unsafe write did (escalations) are not the agent's time either.
+        outside = getattr(record, "handed_back_seconds", 0.0)
+        outside += getattr(record, "escalated_seconds", 0.0)
+        self._waited = waited_seconds(history.values()) + outside
         self._effects = effects
         self._max_steps = max_steps
         self._max_duration = max_duration

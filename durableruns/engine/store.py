@@ -252,6 +252,17 @@ def release(lease: Lease, status: str, **fields: Any) -> bool:
     return bool(updated)
 
 
+def escalation_ended(run_id: str) -> dict[str, Any]:
+    """The fields that end a run's escalation, its wait added to `escalated_seconds`
+    (a person's time, which max_duration leaves out). The caller holds the row's lock
+    and writes them with the status that ends the escalation."""
+    since = Run.objects.filter(pk=run_id).values_list("escalated_at", flat=True).first()
+    if since is None:
+        return {}
+    waited = max((timezone.now() - since).total_seconds(), 0.0)
+    return {"escalated_at": None, "escalated_seconds": F("escalated_seconds") + waited}
+
+
 def record_spend(lease: Lease, totals: dict[str, Any]) -> None:
     """Write the run's token and cost totals (absolute, so a later pass may write them
     again); a lost lease writes nothing and is noticed before the next effect."""
@@ -291,7 +302,7 @@ def release_escalated(lease: Lease, **fields: Any) -> str | None:
             lease.lost = True
             return None
         if Effect.objects.filter(run_id=lease.run_id, state=Effect.State.UNKNOWN).exists():
-            release(lease, Run.Status.ESCALATED, **fields)
+            release(lease, Run.Status.ESCALATED, escalated_at=Now(), **fields)
             return Run.Status.ESCALATED
         release(lease, Run.Status.QUEUED, rang_at=Now(), **fields)
         doorbell.ring(lease.run_id)

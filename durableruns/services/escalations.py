@@ -164,7 +164,7 @@ def _wake_if_settled(run_id: str) -> bool:
     if Effect.objects.filter(run_id=run_id, state=Effect.State.UNKNOWN).exists():
         return False
     woken = Run.objects.filter(pk=run_id, status=Run.Status.ESCALATED).update(
-        status=Run.Status.QUEUED, rang_at=Now(), updated_at=Now()
+        status=Run.Status.QUEUED, rang_at=Now(), updated_at=Now(), **store.escalation_ended(run_id)
     )
     if woken:
         doorbell.ring(run_id)

@@ -15,7 +15,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 
 from .. import roles
-from ..engine import children, doorbell, replay
+from ..engine import children, doorbell, replay, store
 from ..engine.runs import start_run
 from ..models import Approval, Effect, Run, Step
 from . import audit
@@ -157,7 +157,9 @@ def resume(run: Run, *, user: Any, reason: str = "") -> bool:
     """Continue a run from its last checkpoint (same keys), if it is `resumable()`."""
     with transaction.atomic():
         # A LangGraph thread is resumed by LangGraph (a reviewer's decision), never queued.
+        ended = store.escalation_ended(run.pk) if run.status == Status.ESCALATED else {}
         changed = Run.objects.filter(resumable(), pk=run.pk, kind=Run.Kind.NATIVE).update(
+            **ended,
             status=Status.QUEUED,
             error=None,
             finished_at=None,

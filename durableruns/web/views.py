@@ -386,6 +386,9 @@ def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
             waiting += max((end - asked).total_seconds(), 0.0) if asked else 0.0
         if record.status == Run.Status.AWAITING_CHILD:
             waiting += _waiting_for_children(record, end)
+        waiting += record.escalated_seconds
+        if record.escalated_at:  # escalated now, or ended while escalated
+            waiting += max((end - record.escalated_at).total_seconds(), 0.0)
     # Waits for a worker that has the agent (hand-backs) are not the run's time either.
     counted = max(elapsed - waiting - record.handed_back_seconds, 0.0)
     limit = record.max_duration_seconds or 1
