@@ -1,5 +1,5 @@
-"""At 390 px the pages people open on a phone fit its width: wide tables scroll inside
-their own box, never the page, and a pending approval card fits one screen."""
+"""At 390 px the pages people open on a phone fit its width (wide tables scroll inside
+their own box, never the page); at 1366 px a run id is never broken across lines."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests.engine import agents as engine_agents  # registers t-echo-twice in th
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 LONG = "demo-refund-kettle-order-A-100234-" + "x" * 24
+ESCALATED = "refund_lost_answer_" + "x" * 30
 assert engine_agents
 
 
@@ -45,7 +46,25 @@ def test_runs_a_run_page_and_its_secrets_fit_a_phone(page, live_server, carol, t
     expect(page.locator("#run-status")).to_have_text("Succeeded")
     assert_fits_a_phone(page, "run page", "run", tmp_path)
     assert_accessible(page, "run page at 390 px")
+    # No hyphen to break at: an idempotency key is one long word.
+    make_run(ESCALATED, Run.Status.ESCALATED, effect_state="unknown")
+    page.goto(f"{live_server.url}/runs/{ESCALATED}/")
+    expect(page.locator("#pending")).to_contain_text("may or may not have happened")
+    assert_fits_a_phone(page, "escalated run page", "run-escalated", tmp_path)
     page.goto(f"{live_server.url}/runs/{run.id}/secrets/")
     expect(page.locator("main")).to_contain_text("api_key")
     assert_fits_a_phone(page, "secrets page", "secrets", tmp_path)
     assert_accessible(page, "secrets page at 390 px")
+
+
+def test_run_ids_keep_to_one_line_on_a_laptop(page, live_server, bob):
+    ids = ["demo-replacement", "demo-research-assistant", "demo-refund-kettle", LONG[:40]]
+    for run_id in ids:
+        make_run(run_id, Run.Status.SUCCEEDED)
+    page.set_viewport_size({"width": 1366, "height": 768})
+    log_in(page, live_server.url, "bob", "/")
+    lines = page.evaluate(
+        "() => [...document.querySelectorAll('td.run-id code')]"
+        ".map((el) => [el.textContent, el.getClientRects().length])"
+    )
+    assert sorted(lines) == sorted([run_id, 1] for run_id in ids), lines
