@@ -218,10 +218,16 @@ def _recorded(step: Recorded) -> str:
     return StepRequest(step.kind, step.name, step.tool, step.fingerprint).describe()
 
 
-def dry_replay(record: RunRecord, history: Mapping[int, Step] | None = None) -> ReplayReport:
+_RECORDED = object()  # dry_replay's default input: the run's own
+
+
+def dry_replay(
+    record: RunRecord, history: Mapping[int, Step] | None = None, *, run_input: Any = _RECORDED
+) -> ReplayReport:
     """Re-execute agent code against recorded history, with every tool and model call
     forbidden. `history` defaults to the run's stored steps; an exported document
-    gives its own (durableruns.services.exports.history_from_export)."""
+    gives its own (durableruns.services.exports.history_from_export). `run_input`
+    replaces the run's input (a fork's edited input, checked before forking)."""
     if getattr(record, "redacted_at", None) is not None:
         return _not_replayed(record, history, SHREDDED)
     try:
@@ -243,8 +249,16 @@ def dry_replay(record: RunRecord, history: Mapping[int, Step] | None = None) -> 
         report.ending, report.error = "not_replayed", {"type": "UnknownAgent", "message": str(exc)}
         return report
     context = DryRun(record, history, report)
-    _drive(agent, context, record, report)
+    _drive(agent, context, record, report, run_input)
     return report
+
+
+def fork_dry_run(run: RunRecord, position: int, edited_input: Any) -> ReplayReport:
+    """What agent code does with a fork's edited input over the steps the fork reuses
+    (those before `position`): a reused step whose call now differs is where the fork
+    would stop with a non-determinism error. Nothing executes."""
+    history = {p: step for p, step in store.load_history(run.id).items() if p < position}
+    return dry_replay(run, history, run_input=store.normalise(edited_input))
 
 
 def _not_replayed(
@@ -256,9 +270,17 @@ def _not_replayed(
     return report
 
 
-def _drive(agent: registry.Agent, context: DryRun, record: RunRecord, report: ReplayReport) -> None:
+def _drive(
+    agent: registry.Agent,
+    context: DryRun,
+    record: RunRecord,
+    report: ReplayReport,
+    run_input: Any = _RECORDED,
+) -> None:
+    if run_input is _RECORDED:
+        run_input = store.normalise(vault.reveal(record, "input"))
     try:
-        value = agent.fn(context, store.normalise(vault.reveal(record, "input")))
+        value = agent.fn(context, run_input)
         context.finish_check()
     except SecretsUnavailable as exc:
         report.ending = "not_replayed"

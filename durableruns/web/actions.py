@@ -22,6 +22,7 @@ from .. import roles, validation
 from ..engine.replay import (
     KEEP_OUTPUT,
     ForkError,
+    fork_dry_run,
     fork_input,
     fork_output,
     fork_preview,
@@ -240,6 +241,8 @@ def fork(request: HttpRequest, run_id: str) -> HttpResponse:
             raise ForkError(f"fork position must be between 0 and {recorded} (the recorded steps)")
         context["again"] = fork_preview(record, position)
         context["reused"] = list(record.steps.filter(position__lt=position).order_by("position"))
+        if edited is not None and position > 0:
+            context["dry_run"] = fork_dry_run(record, position, edited)
     except ForkError as exc:
         context["error"] = str(exc)
         return render(request, "durableruns/run_fork.html", _fork_form(context, record), status=400)

@@ -210,3 +210,27 @@ def test_it_refuses_an_edited_output_that_is_not_json(client, bob, finished):
         and "edited output is not valid JSON" in response.content.decode()
     )
     assert not Run.objects.filter(parent=finished).exists()
+
+
+def test_checking_an_edited_input_dry_runs_it_over_the_reused_steps(client, bob, finished):
+    """Step #1 wrote the note with the parent's text: reused with another input, agent
+    code would ask for a different call there, so the fork would fail at once. The check
+    says so, naming the step, before anything is forked."""
+    client.force_login(bob)
+    url = reverse("run-fork", args=[finished.id])
+    body = client.post(url, {"position": 2, "input": '{"text": "edited"}', "check": "1"})
+    text = body.content.decode()
+    assert body.status_code == 200
+    assert 'id="fork-dry-run"' in text and "step #1" in text and "record_note" in text
+    assert "would stop at once" in text
+    assert not Run.objects.filter(parent=finished).exists()
+    assert agents.WRITES == {"hello": 1}  # the dry run called no tool
+
+
+def test_an_edited_input_no_reused_step_depends_on_is_said_to_replay(client, bob, finished):
+    client.force_login(bob)
+    url = reverse("run-fork", args=[finished.id])
+    body = client.post(url, {"position": 1, "input": '{"text": "edited"}', "check": "1"})
+    text = body.content.decode()
+    assert "The 1 reused step replays with the edited input" in text
+    assert agents.WRITES == {"hello": 1}
