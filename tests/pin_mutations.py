@@ -118,6 +118,34 @@ MUTATIONS = [
         '    views = SavedView.objects.order_by("name")',
         "tests/web/test_saved_views.py",
     ),
+    (
+        "a person's time on an escalation is outside the run's time budget",
+        "durableruns/engine/context.py",
+        '        outside += getattr(record, "escalated_seconds", 0.0)',
+        "        outside += 0.0",
+        "tests/engine/test_escalation_budget.py",
+    ),
+    (
+        "a redaction rule's preview runs the pattern on RE2, in linear time",
+        "durableruns/services/redaction_preview.py",
+        "    pattern = compile_pattern(rule)",
+        '    pattern = __import__("re").compile(rule)',
+        "tests/admin/test_policy_pages.py",
+    ),
+    (
+        "retention records each run it redacts or deletes in the audit log",
+        "durableruns/services/retention.py",
+        "            _audit(policy, ids)",
+        "            pass",
+        "tests/admin/test_retention_audit.py",
+    ),
+    (
+        "a fork's edited input is dry-run over the reused steps before forking",
+        "durableruns/web/actions.py",
+        '            context["dry_run"] = fork_dry_run(record, position, edited)',
+        "            pass",
+        "tests/web/test_replay_fork_pages.py",
+    ),
 ]
 
 
