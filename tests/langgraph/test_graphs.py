@@ -170,3 +170,34 @@ def test_the_executor_and_the_sweeper_leave_langgraph_runs_alone():
 
     assert engine_store.acquire_lease(run_id_for("hands-off"), "worker-1") is None
     assert ring_due() == 0
+
+
+def test_an_interrupt_leaves_no_database_connection_on_langgraphs_threads():
+    """An interrupt's payload is redacted with the admins' rules, read from the database
+    on a cache miss: on the saver thread, not on LangGraph's pool thread that called
+    put_writes (whose connection stayed open after the invocation: the teardown's
+    'database is being accessed by other users')."""
+    from django.db import connection
+
+    from durableruns import secret_text
+    from durableruns.langgraph.saver import close_connection
+
+    def sessions() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            )
+            return cursor.fetchone()[0]
+
+    if connection.vendor != "postgresql":
+        pytest.skip("counts Postgres sessions")
+    close_connection()
+    before = sessions()  # this test's own (and any another test left behind)
+    secret_text.rules_changed()  # the next redaction reads the rules from the database
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+
+    graph.invoke({"order": "C-1"}, _config("no-leak"))
+    close_connection()
+
+    assert Run.objects.get(pk=run_id_for("no-leak")).status == "awaiting_approval"
+    assert sessions() == before
