@@ -201,3 +201,32 @@ def test_an_interrupt_leaves_no_database_connection_on_langgraphs_threads():
 
     assert Run.objects.get(pk=run_id_for("no-leak")).status == "awaiting_approval"
     assert sessions() == before
+
+
+@pytest.mark.parametrize("remembered", ["running", "awaiting_approval", "succeeded", "failed", ""])
+def test_a_thread_this_process_remembers_but_the_database_lost_starts_again(remembered):
+    """The savers remember the threads this process checkpointed (sql._known, a hint):
+    a thread deleted since (retention, or the previous test's flush) with any status
+    remembered starts again as a new thread and reaches its interrupt."""
+    from durableruns.langgraph import sql
+
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    run_id = run_id_for("forgotten")
+    graph.invoke({"order": "F-1"}, _config("forgotten"))
+    Run.objects.filter(pk=run_id).delete()
+    if connection_is_postgres():
+        assert run_id in sql._known
+        sql._known[run_id] = remembered
+
+    first = graph.invoke({"order": "F-2"}, _config("forgotten"))
+
+    assert first["__interrupt__"][0].value["payload"] == {"order": "F-2", "cents": 5000}
+    assert Run.objects.get(pk=run_id).status == "awaiting_approval"
+    graph.invoke(Command(resume={"decision": "approve"}), _config("forgotten"))
+    assert Run.objects.get(pk=run_id).status == "succeeded"
+
+
+def connection_is_postgres() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
