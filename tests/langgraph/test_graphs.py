@@ -230,3 +230,18 @@ def connection_is_postgres() -> bool:
     from django.db import connection
 
     return connection.vendor == "postgresql"
+
+
+def test_the_async_saver_redacts_an_interrupts_payload_with_the_admins_rules():
+    """Made on the event loop, the approval's payload was redacted without the admins'
+    rules whenever they were not cached (Django refuses a query there)."""
+    from durableruns.models import RedactionRule
+
+    RedactionRule.objects.create(kind="key", value="order")  # and the rules' caches cleared
+    graph = refund_builder().compile(checkpointer=AsyncDurableRunsSaver())
+
+    _arun(graph.ainvoke({"order": "SECRET-ORDER"}, _config("redacted-async")))
+
+    payload = Approval.objects.get(run_id=run_id_for("redacted-async")).payload
+    assert "SECRET-ORDER" not in str(payload)
+    assert payload["cents"] == 5000
