@@ -124,6 +124,18 @@ def wait_for(
 
 
 @pytest.fixture(autouse=True)
+def _close_the_saver_connections() -> Iterator[None]:
+    """The LangGraph savers keep their own connections (the saver thread's, the async
+    saver's psycopg one): close them after every test that used them, wherever it is
+    (tests/e2e, tests/web, tests/chaos too), so none stays open into the next test or
+    makes dropping the test database fail ("being accessed by other users")."""
+    yield
+    saver = sys.modules.get("durableruns.langgraph.saver")
+    if saver is not None:  # not imported: no saver connection to close
+        saver.close_connection()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """The actors are created in every test; the production hasher costs ~1 s a user on
     a busy CI core. Logging in through the browser works the same with this one."""

@@ -231,7 +231,8 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        rows = self._write_rows(config, writes, task_id, task_path)
+        approvals = on_db_thread(self._approvals, writes, task_path) if _asks(writes) else []
+        rows = self._write_rows(config, writes, task_id, task_path, approvals)
         crashes.task_writes(crashpoints.AFTER_TOOL_RETURNED, *rows[:4])
         on_db_thread(store.put_writes, *rows, owner=current_owner.get())
         crashes.task_writes(crashpoints.AFTER_STEP_COMMIT, *rows[:4])
@@ -242,6 +243,7 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
+        approvals: list[dict[str, Any]],
     ) -> tuple[Any, ...]:
         conf = config["configurable"]
         # A special write (resume, interrupt, error: one idx per channel) sent twice in
@@ -262,12 +264,6 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
                 "blob": data,
             }
         rows = list(by_idx.values())
-        approvals = [
-            spec
-            for channel, interrupts in writes
-            if channel == INTERRUPT
-            for spec in approval_specs(interrupts, self.serde, task_path)
-        ]
         return (
             conf["thread_id"],
             conf.get("checkpoint_ns", ""),
@@ -276,6 +272,18 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
             _status_after(w[0] for w in writes),
             approvals,
         )
+
+    def _approvals(self, writes: Sequence[tuple[str, Any]], task_path: str) -> list[dict[str, Any]]:
+        """The approvals a task's interrupts open. Run on the saver thread: their payloads
+        are redacted with the admins' rules, which may be read from the database, and
+        LangGraph calls put_writes from its own pool threads (a Django connection left
+        open on each) or on the event loop (where Django refuses a query)."""
+        return [
+            spec
+            for channel, interrupts in writes
+            if channel == INTERRUPT
+            for spec in approval_specs(interrupts, self.serde, task_path)
+        ]
 
     def delete_thread(self, thread_id: str) -> None:
         on_db_thread(store.delete_thread, thread_id)
@@ -318,6 +326,11 @@ def _next_nodes(values: dict[str, Any]) -> list[str]:
     if "__start__" in values:
         nodes.insert(0, "__start__")
     return nodes
+
+
+def _asks(writes: Sequence[tuple[str, Any]]) -> bool:
+    """Whether a task's writes hold an interrupt (which opens approvals)."""
+    return any(channel == INTERRUPT for channel, _ in writes)
 
 
 def _status_after(channels: Any) -> str | None:
@@ -383,7 +396,11 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        rows, owner = self._write_rows(config, writes, task_id, task_path), current_owner.get()
+        approvals = (
+            await on_db_thread_async(self._approvals, writes, task_path) if _asks(writes) else []
+        )
+        rows = self._write_rows(config, writes, task_id, task_path, approvals)
+        owner = current_owner.get()
         if not await store.aput_writes(*rows, owner=owner):
             await on_db_thread_async(store.put_writes, *rows, owner=owner)
 

@@ -174,11 +174,15 @@ def _blobs_cte(rows: int) -> str:
 
 # A root checkpoint's status (its `target`): running while nodes remain, idle when
 # none do. Unless a task's error, or its interrupt not yet resumed, is recorded against
-# the checkpoint before it (LangGraph saves checkpoints in the background): put_writes
-# set the status from those, and the checkpoint must not undo it.
+# this checkpoint or a later one: put_writes set the status from those, and the
+# checkpoint must not undo it. LangGraph saves checkpoints in the background, without
+# blocking the next steps' tasks, so the checkpoints of earlier steps can arrive after
+# a later step's interrupt (checkpoint ids grow with time, as LangGraph's own savers
+# order them). A fork starts later than the interrupts it leaves behind.
 _HELD_BY_WRITES = (
     f"SELECT FROM {WRITE} WHERE thread_id = %(run)s AND checkpoint_ns = '' "
-    f"AND checkpoint_id = %(checkpoint_id)s AND idx < 0 HAVING bool_or(channel = '__error__') "
+    f"AND checkpoint_id >= %(checkpoint_id)s AND idx < 0 GROUP BY checkpoint_id "
+    f"HAVING bool_or(channel = '__error__') "
     f"OR (bool_or(channel = '__interrupt__') AND NOT bool_or(channel = '__resume__'))"
 )
 

@@ -219,19 +219,21 @@ def interrupted_tasks(run_id: str, checkpoint_ids: Sequence[str]) -> list[Interr
 
 def _status_of(thread_id: str, row: dict[str, Any]) -> str:
     """A new root checkpoint's status. LangGraph saves checkpoints in the background,
-    so a task's error or interrupt may already be recorded against it."""
-    channels = set(
-        LangGraphWrite.objects.filter(
-            thread_id=run_id_for(thread_id),
-            checkpoint_ns="",
-            checkpoint_id=row["checkpoint_id"],
-            idx__lt=0,
-        ).values_list("channel", flat=True)
-    )
-    if "__error__" in channels:
-        return FAILED
-    if "__interrupt__" in channels and "__resume__" not in channels:
-        return INTERRUPTED
+    so a task's error or interrupt may already be recorded against it, or against a
+    later checkpoint whose step ran before this one was saved (sql._HELD_BY_WRITES)."""
+    special: dict[str, set[str]] = {}
+    for checkpoint_id, channel in LangGraphWrite.objects.filter(
+        thread_id=run_id_for(thread_id),
+        checkpoint_ns="",
+        checkpoint_id__gte=row["checkpoint_id"],
+        idx__lt=0,
+    ).values_list("checkpoint_id", "channel"):
+        special.setdefault(checkpoint_id, set()).add(channel)
+    for _, channels in sorted(special.items(), reverse=True):  # the newest decides
+        if "__error__" in channels:
+            return FAILED
+        if "__interrupt__" in channels and "__resume__" not in channels:
+            return INTERRUPTED
     return RUNNING if row["next_nodes"] else IDLE
 
 

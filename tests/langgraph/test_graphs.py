@@ -170,3 +170,78 @@ def test_the_executor_and_the_sweeper_leave_langgraph_runs_alone():
 
     assert engine_store.acquire_lease(run_id_for("hands-off"), "worker-1") is None
     assert ring_due() == 0
+
+
+def test_an_interrupt_leaves_no_database_connection_on_langgraphs_threads():
+    """An interrupt's payload is redacted with the admins' rules, read from the database
+    on a cache miss: on the saver thread, not on LangGraph's pool thread that called
+    put_writes (whose connection stayed open after the invocation: the teardown's
+    'database is being accessed by other users')."""
+    from django.db import connection
+
+    from durableruns import secret_text
+    from durableruns.langgraph.saver import close_connection
+
+    def sessions() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            )
+            return cursor.fetchone()[0]
+
+    if connection.vendor != "postgresql":
+        pytest.skip("counts Postgres sessions")
+    close_connection()
+    before = sessions()  # this test's own (and any another test left behind)
+    secret_text.rules_changed()  # the next redaction reads the rules from the database
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+
+    graph.invoke({"order": "C-1"}, _config("no-leak"))
+    close_connection()
+
+    assert Run.objects.get(pk=run_id_for("no-leak")).status == "awaiting_approval"
+    assert sessions() == before
+
+
+@pytest.mark.parametrize("remembered", ["running", "awaiting_approval", "succeeded", "failed", ""])
+def test_a_thread_this_process_remembers_but_the_database_lost_starts_again(remembered):
+    """The savers remember the threads this process checkpointed (sql._known, a hint):
+    a thread deleted since (retention, or the previous test's flush) with any status
+    remembered starts again as a new thread and reaches its interrupt."""
+    from durableruns.langgraph import sql
+
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver())
+    run_id = run_id_for("forgotten")
+    graph.invoke({"order": "F-1"}, _config("forgotten"))
+    Run.objects.filter(pk=run_id).delete()
+    if connection_is_postgres():
+        assert run_id in sql._known
+        sql._known[run_id] = remembered
+
+    first = graph.invoke({"order": "F-2"}, _config("forgotten"))
+
+    assert first["__interrupt__"][0].value["payload"] == {"order": "F-2", "cents": 5000}
+    assert Run.objects.get(pk=run_id).status == "awaiting_approval"
+    graph.invoke(Command(resume={"decision": "approve"}), _config("forgotten"))
+    assert Run.objects.get(pk=run_id).status == "succeeded"
+
+
+def connection_is_postgres() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
+
+
+def test_the_async_saver_redacts_an_interrupts_payload_with_the_admins_rules():
+    """Made on the event loop, the approval's payload was redacted without the admins'
+    rules whenever they were not cached (Django refuses a query there)."""
+    from durableruns.models import RedactionRule
+
+    RedactionRule.objects.create(kind="key", value="order")  # and the rules' caches cleared
+    graph = refund_builder().compile(checkpointer=AsyncDurableRunsSaver())
+
+    _arun(graph.ainvoke({"order": "SECRET-ORDER"}, _config("redacted-async")))
+
+    payload = Approval.objects.get(run_id=run_id_for("redacted-async")).payload
+    assert "SECRET-ORDER" not in str(payload)
+    assert payload["cents"] == 5000
