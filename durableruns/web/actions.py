@@ -29,6 +29,7 @@ from ..engine.replay import (
 )
 from ..models import Run
 from ..services import runs as operations
+from . import live
 from .filters import FilterError, RunFilters
 from .views import refused_filters, run_context
 
@@ -70,8 +71,10 @@ def _eligible(action: str, queryset: QuerySet[Run]) -> QuerySet[Run]:
 
 def _after_action(request: HttpRequest, record: Run) -> HttpResponse:
     if request.htmx:
+        version = live.run_version(record.pk)  # before the row, as the run page reads it
         record = Run.objects.select_related("created_by", "parent").get(pk=record.pk)
-        return render(request, "durableruns/run.html#run-live", run_context(request, record))
+        context = run_context(request, record, version)
+        return render(request, "durableruns/run.html#run-live", context)
     return redirect(record)
 
 

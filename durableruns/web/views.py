@@ -199,15 +199,16 @@ def run_statuses(request: HttpRequest) -> HttpResponse:
 @require_GET
 @roles.permission_required(roles.VIEW_RUNS)
 def run(request: HttpRequest, run_id: str) -> HttpResponse:
-    # An unchanged poll costs the version query alone: no run row, no template. A run
-    # that ended, or does not exist, has another version, so it takes the full path.
-    polled = request.headers.get(live.HEADER) if request.htmx else None
-    if polled and live.unchanged(request, live.run_version(run_id)):
+    # The version is read before what the page shows, so it is never newer than it: a
+    # change in between makes the next poll render again (a version read after the row
+    # could already include the run's end, and every later poll would be "unchanged").
+    # An unchanged poll costs the version query alone: no run row, no template.
+    version = live.run_version(run_id)
+    if live.unchanged(request, version):
         return HttpResponse(status=204)
     record = get_object_or_404(
         Run.objects.select_related("created_by", "parent", "parent_run"), pk=run_id
     )
-    version = "" if record.is_terminal else live.run_version(record.pk)
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
     return render(request, template, run_context(request, record, version))
 
@@ -242,7 +243,7 @@ def _annotate(step: Step, record: Run) -> None:
     )
 
 
-def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[str, Any]:
+def run_context(request: HttpRequest, record: Run, version: str) -> dict[str, Any]:
     """Everything the run page shows; a fixed number of queries whatever the run's size."""
     # The newest WINDOW steps; payloads are loaded per step when opened (run_step).
     window = step_window(record, before_param(request))
@@ -260,7 +261,7 @@ def run_context(request: HttpRequest, record: Run, version: str = "") -> dict[st
     return {
         "run": record,
         # A terminal run's page stops polling, so it needs no version.
-        "live_version": version or ("" if record.is_terminal else live.run_version(record.pk)),
+        "live_version": "" if record.is_terminal else version,
         "native": native,
         "langgraph": None if native else _langgraph_thread(record),
         "steps": steps,

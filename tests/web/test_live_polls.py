@@ -174,3 +174,28 @@ def test_a_hostile_window_is_the_newest_one(client, busy, before):
     response = client.get(reverse("run", args=[busy.id]), {"before": before})
     assert response.status_code == 200
     assert 'id="step-0"' in response.content.decode()
+
+
+def test_a_run_ending_while_its_page_renders_is_shown_by_the_next_poll(client, busy, monkeypatch):
+    """The worker commits the run's end just after the page read the run's row. The page
+    shows it running; its version must be the one before the end, or every later poll
+    would be "unchanged" and the page would say Running for ever (seen after a fork)."""
+    from durableruns.web import views
+
+    real = views.get_object_or_404
+
+    def read_then_end(*args, **kwargs):
+        record = real(*args, **kwargs)
+        Run.objects.filter(pk=busy.pk).update(
+            status=Run.Status.SUCCEEDED, finished_at=timezone.now(), updated_at=timezone.now()
+        )
+        return record
+
+    monkeypatch.setattr(views, "get_object_or_404", read_then_end)
+    page = client.get(reverse("run", args=[busy.id])).content.decode()
+    assert 'id="run-status">Running' in page
+    monkeypatch.setattr(views, "get_object_or_404", real)
+
+    response = _poll(client, busy, _version(page))
+    assert response.status_code == 200
+    assert 'id="run-status">Succeeded' in response.content.decode()
