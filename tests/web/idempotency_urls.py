@@ -19,6 +19,8 @@ from durableruns.idempotency import idempotent
 # What each view really did, per Idempotency-Key (the live server runs in threads).
 EXECUTIONS: Counter = Counter()
 _lock = threading.Lock()
+# Set when a charge starts its pause: a test sends more requests while one is in flight.
+CHARGING = threading.Event()
 
 
 def _executed(request: HttpRequest) -> int:
@@ -34,6 +36,7 @@ def _executed(request: HttpRequest) -> int:
 def charge(request: HttpRequest) -> HttpResponse:
     """Charge `amount`, slowly when asked; 402 above 1000, as a stored client error."""
     body = json.loads(request.body or b"{}")
+    CHARGING.set()
     time.sleep(float(body.get("pause", 0)))
     execution = _executed(request)
     if body.get("amount", 0) > 1000:

@@ -19,6 +19,7 @@ from durableruns.demo.models import ProviderCall
 from durableruns.idempotency import prune_idempotency_records, request_fingerprint
 from durableruns.models import IdempotencyRecord
 from tests.conftest import wait_for
+from tests.web import idempotency_urls
 from tests.web.idempotency_urls import EXECUTIONS
 
 pytestmark = [pytest.mark.urls("tests.web.idempotency_urls")]
@@ -209,11 +210,15 @@ def test_it_answers_409_while_the_first_request_is_in_flight(live_server):
 def test_it_executes_fifty_concurrent_requests_with_one_key_once(live_server):
     key = _key()
     url = f"{live_server.url}/test/charge"
-    body = {"amount": 5, "pause": 1.5}
-    start = threading.Barrier(50)
+    body = {"amount": 5, "pause": 3}
+    start = threading.Barrier(49)
 
-    def send(_: int) -> httpx.Response:
-        start.wait(timeout=30)
+    def send(n: int) -> httpx.Response:
+        # The first goes alone; the other 49 go together once it is executing, so some
+        # surely arrive while it is in flight, however slowly the machine schedules.
+        if n:
+            assert idempotency_urls.CHARGING.wait(timeout=30), "the first charge never began"
+            start.wait(timeout=30)
         # Fifty connects at once can overflow the live server's listen backlog; a real
         # client retries a reset connection with the same key, which is the point.
         for attempt in range(5):
@@ -224,6 +229,7 @@ def test_it_executes_fifty_concurrent_requests_with_one_key_once(live_server):
                     raise
         raise AssertionError("unreachable")
 
+    idempotency_urls.CHARGING.clear()
     with ThreadPoolExecutor(max_workers=50) as pool:
         responses = list(pool.map(send, range(50)))
 
