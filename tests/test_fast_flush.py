@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.color import no_style
 from django.db import connection
@@ -45,8 +44,3 @@ def test_the_flush_deletes_instead_of_truncating_the_untriggered_tables():
     sql = connection.ops.sql_flush(no_style(), ["durableruns_run", "durableruns_auditevent"])
     assert sql[0].startswith("TRUNCATE") and "durableruns_auditevent" in sql[0]
     assert sql[1:] == ['DELETE FROM "durableruns_run";']
-
-
-def test_post_migrate_still_recreates_the_role_groups():
-    call_command("flush", interactive=False)
-    assert Group.objects.exists()
