@@ -34,6 +34,9 @@ TEST_LEASE_TTL = 1.5
 TEST_SWEEP_INTERVAL = 0.5
 
 
+_ISOLATED = "DURABLERUNS_TEST_REDIS_ISOLATED"
+
+
 def _isolate_xdist_worker() -> None:
     """Give each pytest-xdist worker (gw0, gw1, …) its own Redis db: REDIS_URL's db plus
     the worker's index, so `REDIS_URL=…/9 pytest -n 3` uses dbs 9, 10 and 11. Django's
@@ -42,7 +45,10 @@ def _isolate_xdist_worker() -> None:
     worker or per test: pytest-django names the database test_<name>_gwN, `processes`
     picks a fresh Celery queue and live_server a free port."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or not django_settings.REDIS_URL:
+    # A process a test spawns inherits both variables and imports this module again:
+    # its REDIS_URL is already the worker's, and adding the index twice would leave the
+    # 16 dbs Redis has (gw4 of five asked for db 18 and its spawned writer died).
+    if not worker or not django_settings.REDIS_URL or os.environ.get(_ISOLATED) == worker:
         return
     url = urlsplit(django_settings.REDIS_URL)
     db = int(url.path.strip("/") or 0) + int(worker.removeprefix("gw"))
@@ -56,6 +62,7 @@ def _isolate_xdist_worker() -> None:
         ) from None
     # Subprocesses (workers, beat, deployed stacks) read these.
     os.environ["REDIS_URL"] = worker_url
+    os.environ[_ISOLATED] = worker
     django_settings.REDIS_URL = django_settings.CELERY_BROKER_URL = worker_url
     django_settings.CACHES["default"]["LOCATION"] = worker_url
 
