@@ -44,6 +44,7 @@ from django.db import connection
 from ..models import Run as RunRecord
 from . import crashpoints, store
 from .errors import BudgetExceeded, LeaseLost, RunStopped, Suspend, UsageError
+from .registry import Tool
 
 if TYPE_CHECKING:
     from .context import Run, StepRequest
@@ -117,6 +118,13 @@ def fan_out(
 
 def _thunk(branch: Thunk | Sequence[Any]) -> Thunk:
     """A branch is a callable, or (fn, *args) for fn(*args)."""
+    tool = branch[0] if isinstance(branch, tuple | list) and branch else branch
+    if isinstance(tool, Tool):
+        # Called as a plain function it would run with no key and no ledger entry.
+        raise UsageError(
+            f"a branch of run.parallel calls a tool through run: "
+            f"lambda: run.call({tool.name}, ...), or run.map({tool.name}, items)"
+        )
     if callable(branch):
         return branch
     if isinstance(branch, tuple | list) and branch and callable(branch[0]):

@@ -188,3 +188,15 @@ def tool_calls_at_once(run: dr.Run, task: dict) -> str:
     reply = run.llm("turn-0", messages=messages, tools=MEETING_SCHEMAS)
     run.call_tools(reply, MEETING_TOOLS, messages=messages)
     return run.llm("turn-1", messages=messages, tools=MEETING_SCHEMAS).content or ""
+
+
+@dr.tool(kind=dr.IDEMPOTENT_WRITE)
+def send_notice(*, idempotency_key: str) -> str:
+    _count("send-notice")
+    return "sent"
+
+
+@dr.agent("t-fan-out-bare-tool", version="1", max_steps=10)
+def fan_out_bare_tool(run: dr.Run, task: dict) -> list:
+    """A slip people make: the tool itself as a branch, not `lambda: run.call(tool)`."""
+    return run.parallel([send_notice, (send_notice,)])

@@ -169,6 +169,16 @@ def test_it_refuses_a_branch_that_makes_two_steps(drive):
     assert "makes exactly one run.* call" in run.error["message"]
 
 
+def test_it_refuses_a_tool_given_as_a_branch_before_calling_it(drive):
+    """Called as a plain function the tool would run with no key and no ledger entry."""
+    run, _ = start_run("t-fan-out-bare-tool", {}, run_id="fan-bare-tool")
+    run = drive(run.id)
+    assert run.status == Run.Status.FAILED
+    assert "lambda: run.call(send_notice" in run.error["message"], run.error
+    assert agents.CALLS["send-notice"] == 0
+    assert not Effect.objects.filter(run=run).exists()
+
+
 def test_call_tools_runs_a_replys_three_calls_at_once_in_the_replys_order(
     drive, provider_url, settings
 ):
