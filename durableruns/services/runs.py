@@ -69,6 +69,33 @@ def cancel(run: Run, *, user: Any, reason: str = "") -> bool:
     return changed
 
 
+def cancel_orphans(batch: int = 500) -> int:
+    """The sweeper's part of the cascade (Temporal's default parent-close policy): cancel
+    each unfinished child whose parent ended without recording its outcome (e.g. a parent
+    requeued after a crash that then diverged and failed), as the system, audited.
+    A child whose outcome the parent recorded (a failed child an operator resumed since)
+    is someone's deliberate work, and is left alone. Returns how many were cancelled."""
+    recorded = Step.objects.filter(
+        run_id=OuterRef("parent_run_id"), position=OuterRef("parent_position")
+    )
+    orphans = list(
+        Run.objects.filter(parent_run__isnull=False, parent_run__status__in=Run.TERMINAL)
+        .exclude(status__in=Run.TERMINAL)
+        .exclude(Exists(recorded))
+        .select_related("parent_run")
+        .order_by("pk")[:batch]
+    )
+    cancelled = 0
+    for child in orphans:
+        parent = child.parent_run
+        reason = f"its parent run {parent.pk} ended ({parent.status})"
+        with transaction.atomic():
+            if _cancel_one(child, None, reason):
+                _cancel_descendants(child, None)
+                cancelled += 1
+    return cancelled
+
+
 def _cancel_one(run: Run, user: Any, reason: str) -> bool:
     changed = (
         Run.objects.filter(pk=run.pk)

@@ -32,6 +32,7 @@ from django.utils import timezone
 from ..engine import children, runs, store
 from ..models import SweeperBeat
 from . import approvals
+from . import runs as run_actions
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,12 @@ _DEPOSE = (
 
 def sweep(batch: int = 500, swept_by: str = "") -> int:
     """Expire overdue approvals, wake parents whose children finished unnoticed (a
-    crash between a child's end and its parent's wake), then ring every run that needs
-    it; returns how many. Decisions (and expiries) wake their runs themselves."""
-    rung = approvals.expire_due() + children.wake_stranded(batch) + runs.ring_due(batch)
+    crash between a child's end and its parent's wake), cancel children whose parent
+    ended without them, then ring every run that needs it; returns how many.
+    Decisions (and expiries) wake their runs themselves."""
+    rung = approvals.expire_due() + children.wake_stranded(batch)
+    run_actions.cancel_orphans(batch)
+    rung += runs.ring_due(batch)
     SweeperBeat.objects.update_or_create(
         id=1,
         defaults={"swept_at": timezone.now(), "swept_by": swept_by[:200], "runs_rung": rung},

@@ -223,6 +223,39 @@ def test_another_child_at_the_same_position_is_a_non_determinism_error(rung):
     assert "child run nd.c0 is kid-fails@1" in error["message"]
 
 
+def test_a_child_whose_parent_failed_meanwhile_is_cancelled_by_the_next_sweep(rung):
+    """The parent was requeued after a crash and its new code diverged (a deploy): it
+    failed while its child was still queued. Nothing waits for that child any more."""
+    parent = _suspended("boss-one", {"n": 1}, "orphan")
+    Run.objects.filter(pk="orphan.c0").update(agent="kid-fails")
+    Run.objects.filter(pk=parent.id).update(status=Status.QUEUED)
+    assert executor.advance(parent.id) == "failed"
+    assert _status("orphan.c0") == Status.QUEUED
+
+    sweep()
+
+    assert _status("orphan.c0") == Status.CANCELLED
+    assert executor.advance("orphan.c0") == "skipped"
+    event = AuditEvent.objects.get(action="run.cancel", target_id="orphan.c0")
+    assert event.actor_name == "system"
+    assert event.after["reason"] == "its parent run orphan ended (failed)"
+    assert _status(parent.id) == Status.FAILED  # the parent is not woken again
+
+
+def test_a_failed_child_an_operator_resumes_after_its_parent_failed_is_left_to_run(rung, carol):
+    """The parent recorded the child's failure: the child is no orphan, and resuming it is
+    an operator's deliberate act the sweeper must not undo."""
+    parent, _ = start_run("boss-strict", {}, run_id="strict")
+    assert executor.advance(parent.id) == Status.AWAITING_CHILD
+    assert executor.advance("strict.c0") == "failed"
+    assert executor.advance(parent.id) == "failed"
+    assert run_actions.resume(Run.objects.get(pk="strict.c0"), user=carol, reason="retry it")
+
+    sweep()
+
+    assert _status("strict.c0") == Status.QUEUED
+
+
 def test_each_child_is_a_step_of_the_parents_budget_and_has_its_own(rung, settings):
     run, _ = start_run("boss-small", {"ns": [1, 2, 3]}, run_id="small")  # max_steps=2
     assert executor.advance(run.id) == "failed"
