@@ -191,6 +191,9 @@ MAILERS = {
         ),
     }
 }
+# The file backend (`make demo` uses it): one file per message in this folder.
+if os.environ.get("EMAIL_FILE_PATH"):
+    MAILERS["default"]["OPTIONS"] = {"file_path": os.environ["EMAIL_FILE_PATH"]}
 
 # --- Celery -----------------------------------------------------------------
 # Redis only rings the doorbell ("look at run X"); Postgres holds what must happen.

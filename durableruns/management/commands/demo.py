@@ -105,6 +105,7 @@ class Command(BaseCommand):
         ]
         if logs:
             lines.append(f"Logs: {logs}/web.log and worker.log (--logs shows them here)")
+        lines.append(f"Reviewers' e-mails: {Path(settings.VAR_DIR, 'mail')}/")
         Path(settings.VAR_DIR, "demo.txt").write_text("\n".join(lines) + "\n")
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS(lines[0]))
@@ -141,6 +142,10 @@ class Command(BaseCommand):
             env.setdefault("DURABLERUNS_DB_POOL_SIZE", "8")
         # Links in reviewers' emails point at this demo unless configured otherwise.
         env.setdefault("DURABLERUNS_BASE_URL", f"http://127.0.0.1:{port}")
+        # Reviewers' e-mails go to files, not into the worker's log as Celery warnings.
+        if "EMAIL_BACKEND" not in env:
+            env["EMAIL_BACKEND"] = "django.core.mail.backends.filebased.EmailBackend"
+            env["EMAIL_FILE_PATH"] = str(Path(settings.VAR_DIR, "mail"))
         manage = [sys.executable, str(Path(settings.BASE_DIR, "manage.py"))]
         celery = [sys.executable, "-m", "celery", "-A", "durableruns"]
         commands = {
