@@ -11,6 +11,7 @@ SVG understands as attribute values, so no inline style is needed (CSP).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -63,11 +64,16 @@ def _tick_label(seconds: float, step: float) -> str:
         return f"{seconds:.0f} s" if seconds else "0"
     if step < 3600:
         return f"{seconds / 60:.0f} min" if seconds else "0"
-    return f"{seconds / 3600:.0f} h" if seconds else "0"
+    if step < 86400:
+        return f"{seconds / 3600:.0f} h" if seconds else "0"
+    return f"{seconds / 86400:.0f} d" if seconds else "0"
 
 
 def _ticks(total: float) -> list[Tick]:
-    step = next((s for s in NICE_STEPS if total / s <= TARGET_TICKS), NICE_STEPS[-1])
+    # Past the nicest steps, whole days: a run open for months gets a few ticks, not one
+    # a day (a live poll sends the axis again whenever it grows).
+    days = math.ceil(total / NICE_STEPS[-1] / TARGET_TICKS) * NICE_STEPS[-1]
+    step = next((s for s in NICE_STEPS if total / s <= TARGET_TICKS), days)
     ticks, value = [], 0.0
     while value <= total + 1e-9:
         x = 100 * value / total

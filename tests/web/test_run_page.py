@@ -613,3 +613,11 @@ def test_the_time_budget_leaves_out_waits_for_a_worker_that_has_the_agent(client
     body = client.get(_url(run)).content.decode()
     assert re.search(r'id="time-budget">2.0 s of 1 min 0 s<', body), body
     assert "not counting 30.0 s waiting for a worker that has the agent" in body
+
+
+def test_an_axis_of_months_has_a_few_ticks_in_days():
+    """A live poll sends the axis again whenever it grows: one tick a day was 35 KB."""
+    from durableruns.web.timeline import _ticks
+
+    labels = [tick.label for tick in _ticks(340 * 86_400)]
+    assert len(labels) <= 7 and labels[1].endswith(" d")
