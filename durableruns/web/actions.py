@@ -71,7 +71,7 @@ def _eligible(action: str, queryset: QuerySet[Run]) -> QuerySet[Run]:
 
 def _after_action(request: HttpRequest, record: Run) -> HttpResponse:
     if request.htmx:
-        version = live.run_version(record.pk)  # before the row, as the run page reads it
+        version = live.run_versions(record.pk)  # before the row, as the run page reads it
         record = Run.objects.select_related("created_by", "parent").get(pk=record.pk)
         context = run_context(request, record, version)
         return render(request, "durableruns/run.html#run-live", context)

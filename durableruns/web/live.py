@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connections, router
 from django.db.models import CharField, Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
@@ -30,16 +30,32 @@ from ..models import (
 HEADER = "X-Live-Version"
 
 
+class RunVersion(NamedTuple):
+    version: str  # changes whenever anything the run page shows changes
+    frame: str  # changes when anything but new steps, effects and counts changes
+
+
 def run_version(run_id: str) -> str:
-    """A hash of one row of index probes (see `_version_query`); the SQL is built once per
+    return run_versions(run_id).version
+
+
+def run_versions(run_id: str) -> RunVersion:
+    """Hashes of one row of index probes (see `_version_query`); the SQL is built once per
     database, since Django took ~8 ms to assemble its 20 subqueries on every poll and
-    Postgres ~1 ms to run them."""
+    Postgres ~1 ms to run them. The frame is the part of the row that can change the
+    rows a page already shows (web/live_rows.py): a new status, lease pass, retry,
+    approval, audit event or child run; not a new step, effect or token count."""
     alias = router.db_for_read(Run)
     sql, params = _version_sql(alias)
     with connections[alias].cursor() as cursor:
         cursor.execute(sql, [run_id if p is _PK else p for p in params])
         row = cursor.fetchone()
-    return hashlib.blake2b(repr(row).encode(), digest_size=8).hexdigest()
+    framed = tuple(row[VERSIONED_FIELDS.index(name)] for name in FRAME_FIELDS) if row else None
+    return RunVersion(_hash(row), _hash(framed))
+
+
+def _hash(value: Any) -> str:
+    return hashlib.blake2b(repr(value).encode(), digest_size=8).hexdigest()
 
 
 _PK = object()  # where the run's id goes in the cached query's parameters
@@ -154,6 +170,11 @@ VERSIONED_FIELDS = (
     "newest_step", "newest_step_at", "newest_effect", "newest_effect_text",
     "approvals_seen", "newest_audit", "newest_checkpoint", "checkpoint_writes",
     "children_seen", "fan_out_steps", "fan_out_effects",
+)  # fmt: skip
+FRAME_FIELDS = (
+    "status", "fence", "leases_taken", "wake_at", "retry_attempts", "legal_hold",
+    "redacted_at", "approvals_seen", "newest_audit", "newest_checkpoint",
+    "checkpoint_writes", "children_seen",
 )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ class StepWindow:
     older_before: int | None  # `?before=` of the previous window, when there is one
     newer: bool  # the window is not the newest one
     before: int | None  # the `?before=` this window was asked for
+    previous: Step | None = None  # the step just before the window, when there is one
 
     @property
     def complete(self) -> bool:
@@ -66,6 +67,7 @@ def step_window(record: Run, before: int | None) -> StepWindow:
         older_before=steps[0].position if older and steps else None,
         newer=before is not None,
         before=before,
+        previous=newest_first[WINDOW] if older else None,
     )
 
 

@@ -5,8 +5,13 @@ a worker, or a retry's backoff), each earlier failed attempt as its own segment 
 times are in Step.attempt_times; rows from before them show only the wait) and the
 recorded attempt's execution. The axis spans this run only: a
 fork's steps copied from its parent are listed but kept off the axis, since they
-ran in the parent's time. Positions are percentages of the plot's width, which an
-SVG understands as attribute values, so no inline style is needed (CSP).
+ran in the parent's time.
+
+A bar is drawn in seconds since the axis's origin, in an SVG whose viewBox is the axis
+(`preserveAspectRatio="none"` stretches it to the plot's width; no inline style, CSP).
+A row's rects therefore never change as the run goes on: only the viewBox does, and
+static/durableruns/live.js sets it on every row from `data-axis-seconds` when a changed
+poll brings a longer axis, so a poll sends the new rows alone (web/live_rows.py).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ TARGET_TICKS = 6
 
 @dataclass
 class Bar:
-    """Where a step's wait and execution lie, as formatted percentages of the axis."""
+    """Where a step's wait and execution lie, as formatted seconds since the origin."""
 
     wait_x: str
     wait_width: str
@@ -83,15 +88,28 @@ def _ticks(total: float) -> list[Tick]:
     return ticks
 
 
-def _pct(seconds: float, total: float) -> float:
-    return min(100.0, max(0.0, 100 * seconds / total))
+# The narrowest bar, in seconds: SVG draws no rect of width 0, and app.css strokes the
+# executions 1px wide whatever the scale, so a 1 ms step on a day's axis still shows.
+THINNEST = 0.0001
 
 
-def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = None) -> dict:
+def _sec(seconds: float) -> str:
+    return f"{max(seconds, 0.0):.4f}"
+
+
+def timeline(
+    record: Any,
+    steps: list[Any],
+    *,
+    pending_until: datetime | None = None,
+    previous_end: datetime | None = None,
+) -> dict:
     """Bars for `steps` (annotated with `.copied`) and ticks for the run's axis.
 
     Sets `step.bar` on each step that ran in this run. `pending_until` stretches the
-    axis to a retry's due time, so the pending row can show when it fires."""
+    axis to a retry's due time, so the pending row can show when it fires.
+    `previous_end` is when the step before the first of `steps` finished (a window of a
+    long run): the first row's wait is then its own, as it is when the row is not first."""
     own = [step for step in steps if not step.copied]
     origin = record.started_at or record.created_at
     if own:
@@ -101,7 +119,7 @@ def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = 
     if pending_until and not record.is_terminal:
         ends.append(pending_until)
     total = max((max(ends) - origin).total_seconds(), 0.001)
-    previous_end = origin
+    previous_end = max(previous_end, origin) if previous_end else origin
     # Branches of one fan-out all waited from where the run was when it fanned out.
     fanned_out_at: dict[int, datetime] = {}
     for step in own:
@@ -112,12 +130,12 @@ def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = 
         start = (step.started_at - origin).total_seconds()
         attempts = _attempts(step.attempt_times, origin)
         step.bar = Bar(
-            wait_x=f"{_pct(start - wait, total):.2f}%",
-            wait_width=f"{_pct(wait, total):.2f}%",
-            run_x=f"{_pct(start, total):.3f}%",
-            run_width=f"{max(_pct(ran, total), 0.1):.3f}%",
+            wait_x=_sec(start - wait),
+            wait_width=_sec(wait),
+            run_x=_sec(start),
+            run_width=_sec(max(ran, THINNEST)),
             title=_title(step, wait, ran, start, attempts),
-            failed=_segments(attempts, total),
+            failed=_segments(attempts),
         )
         step.wait_text = duration_text(wait)
         step.ran_text = duration_text(ran)
@@ -127,6 +145,7 @@ def timeline(record: Any, steps: list[Any], *, pending_until: datetime | None = 
         "total": duration_text(total),
         "origin": origin,
         "total_seconds": total,
+        "seconds": _sec(total),  # every bar's viewBox width, and data-axis-seconds
         "last_end": previous_end,
     }
 
@@ -159,11 +178,8 @@ def failed_attempts(step: Any) -> list[str]:
     ]
 
 
-def _segments(attempts: list[tuple[float, float, str]], total: float) -> list[tuple[str, str]]:
-    return [
-        (f"{_pct(start, total):.3f}%", f"{max(_pct(length, total), 0.1):.3f}%")
-        for start, length, _ in attempts
-    ]
+def _segments(attempts: list[tuple[float, float, str]]) -> list[tuple[str, str]]:
+    return [(_sec(start), _sec(max(length, THINNEST))) for start, length, _ in attempts]
 
 
 def _attempts_text(attempts: list[tuple[float, float, str]], last_failed: int) -> str:
@@ -196,18 +212,18 @@ def pending_bar(record: Any, axis: dict) -> Bar | None:
     """The bar of the step being retried: from the last recorded step to its next attempt."""
     if record.wake_at is None or record.is_terminal:
         return None
-    origin, total = axis["origin"], axis["total_seconds"]
+    origin = axis["origin"]
     since = (axis["last_end"] - origin).total_seconds()
     due = (record.wake_at - origin).total_seconds()
     attempts = _attempts(record.retry_attempt_times, origin)
     title = f"next attempt at +{duration_text(due)}"
     return Bar(
-        wait_x=f"{_pct(since, total):.2f}%",
-        wait_width=f"{_pct(max(due - since, 0.0), total):.2f}%",
-        run_x=f"{_pct(due, total):.2f}%",
-        run_width="0.4%",
+        wait_x=_sec(since),
+        wait_width=_sec(max(due - since, 0.0)),
+        run_x=_sec(due),
+        run_width=_sec(THINNEST),
         title=f"{_attempts_text(attempts, record.retry_attempts)}; {title}" if attempts else title,
-        failed=_segments(attempts, total),
+        failed=_segments(attempts),
     )
 
 
@@ -222,22 +238,25 @@ STEP_ROW = (
     "</div></details></li>"
 )
 BAR = (
-    '<svg class="bar" width="100%" height="12" role="img" aria-label="{title}"><title>{title}'
+    '<svg class="bar" width="100%" height="12" viewBox="0 0 {axis} 12" '
+    'preserveAspectRatio="none" role="img" aria-label="{title}"><title>{title}'
     '</title><rect class="wait{retried}" x="{wait_x}" width="{wait_width}" y="3" height="6"/>'
     '{failed}<rect class="ran" x="{run_x}" width="{run_width}" y="0" height="12"/></svg>'
 )
 FAILED_ATTEMPT = '<rect class="attempt-failed" x="{}" width="{}" y="1" height="10"/>'
 
 
-def step_rows(steps: list[Any], step_url: str) -> SafeString:
+def step_rows(steps: list[Any], step_url: str, axis: str) -> SafeString:
     """The timeline's rows, one <li> per step, built here rather than in a template
     loop: at 200 steps the template tags cost more than everything else on the page.
-    `step_url` is a step page's URL with "{position}" where the position goes."""
+    `step_url` is a step page's URL with "{position}" where the position goes; `axis`
+    is the axis's `seconds` (the browser updates it on rows already shown)."""
     rows = []
     for step in steps:
         bar = getattr(step, "bar", None)
         bar_html = (
             BAR.format(
+                axis=axis,
                 title=escape(bar.title),
                 retried=" wait-retried" if step.attempts > 1 else "",
                 wait_x=bar.wait_x,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +24,7 @@ from ..engine import handback, registry
 from ..engine.context import waited_seconds
 from ..models import Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import is_resumable
-from . import keyset, live, saved_views
+from . import keyset, live, live_rows, saved_views
 from .filters import FilterError, RunFilters, moment
 from .step_window import before_param, step_window
 from .timeline import duration_text, failed_attempts, pending_bar, step_rows, timeline
@@ -203,14 +204,23 @@ def run(request: HttpRequest, run_id: str) -> HttpResponse:
     # change in between makes the next poll render again (a version read after the row
     # could already include the run's end, and every later poll would be "unchanged").
     # An unchanged poll costs the version query alone: no run row, no template.
-    version = live.run_version(run_id)
-    if live.unchanged(request, version):
+    version = live.run_versions(run_id)
+    if live.unchanged(request, version.version):
         return HttpResponse(status=204)
     record = get_object_or_404(
         Run.objects.select_related("created_by", "parent", "parent_run"), pk=run_id
     )
+    context = run_context(request, record, version)
+    delta = live_rows.delta(request, record, context)
+    if delta is not None:
+        # Out-of-band swaps only: the region itself is left as it is (HX-Reswap).
+        rows = step_rows(delta.steps, _step_url(record), context["axis"]["seconds"])
+        context |= {"delta": delta, "delta_rows": rows, "oob": True}
+        response = render(request, "durableruns/run.html#run-delta", context)
+        response["HX-Reswap"] = "none"
+        return response
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
-    return render(request, template, run_context(request, record, version))
+    return render(request, template, context)
 
 
 @require_GET
@@ -243,14 +253,22 @@ def _annotate(step: Step, record: Run) -> None:
     )
 
 
-def run_context(request: HttpRequest, record: Run, version: str) -> dict[str, Any]:
+def run_context(request: HttpRequest, record: Run, version: live.RunVersion) -> dict[str, Any]:
     """Everything the run page shows; a fixed number of queries whatever the run's size."""
     # The newest WINDOW steps; payloads are loaded per step when opened (run_step).
     window = step_window(record, before_param(request))
     steps, effects = window.steps, window.effects
     for step in steps:
         _annotate(step, record)
-    axis = timeline(record, steps, pending_until=record.wake_at)
+    previous = window.previous
+    if previous is not None:
+        _annotate(previous, record)
+    axis = timeline(
+        record,
+        steps,
+        pending_until=record.wake_at,
+        previous_end=previous.finished_at if previous and not previous.copied else None,
+    )
     can_operate = request.user.has_perm(roles.OPERATE_RUNS)
     native = record.kind == Run.Kind.NATIVE
     Run.fill_langgraph_activity([record])
@@ -258,16 +276,22 @@ def run_context(request: HttpRequest, record: Run, version: str) -> dict[str, An
     # The window's effects include every one still in doubt (step_window).
     states = {effect.state for effect in effects}
     resumable = is_resumable(record.status, states, redacted=record.redacted_at is not None)
-    return {
+    last = window.last_position
+    context = {
         "run": record,
         # A terminal run's page stops polling, so it needs no version.
-        "live_version": "" if record.is_terminal else version,
+        "live_version": "" if record.is_terminal else version.version,
         "native": native,
         "langgraph": None if native else _langgraph_thread(record),
         "steps": steps,
         "window": window,
-        "step_rows": step_rows(steps, _step_url(record)),
+        # Called by the template only if it shows them: a changed poll sends a few.
+        "step_rows": functools.partial(step_rows, steps, _step_url(record), axis["seconds"]),
         "effects": effects,
+        # Effects of the rows shown, and the others (of steps under way): a changed poll
+        # appends to the first and replaces the second (web/live_rows.py).
+        "settled_effects": [e for e in effects if last is not None and e.position <= last],
+        "tail_effects": [e for e in effects if last is None or e.position > last],
         "recorded_positions": {step.position for step in steps},
         "budget": _budget(record, steps),
         "spend": _spend(record),
@@ -279,6 +303,11 @@ def run_context(request: HttpRequest, record: Run, version: str) -> dict[str, An
         "can_cancel": can_operate and not record.is_terminal,
         "can_resume": can_operate and resumable and (native or waiting_for),
     }
+    context["live_frame"] = live_rows.page_frame(version.frame, context)
+    context["live_rows"] = (
+        "" if record.is_terminal else live_rows.rows_header(window, context["live_frame"])
+    )
+    return context
 
 
 # Child runs listed on a parent's page; the runs list (?parent=) has them all.

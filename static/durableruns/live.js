@@ -12,6 +12,31 @@
     return !(oldNode.classList && oldNode.classList.contains("step-body"));
   };
 
+  // A changed poll of a run page may send only what changed (web/live_rows.py), as
+  // out-of-band swaps that leave the region's own attributes as they were: the headers
+  // of its next poll then come in #run-live-next.
+  document.addEventListener("htmx:configRequest", function (event) {
+    if (!event.detail.elt || event.detail.elt.id !== "run-live") return;
+    const next = document.getElementById("run-live-next");
+    if (next && next.dataset.headers) {
+      Object.assign(event.detail.headers, JSON.parse(next.dataset.headers));
+    }
+  });
+
+  // Timeline bars are drawn in seconds since the run's start (web/timeline.py), in a
+  // viewBox as long as the axis: when a poll brings a longer axis, every row already
+  // on the page is rescaled here rather than sent again.
+  function rescaleBars() {
+    const head = document.getElementById("timeline-head");
+    if (!head || !head.dataset.axisSeconds) return;
+    const box = "0 0 " + head.dataset.axisSeconds + " 12";
+    document.querySelectorAll("#run-live svg.bar[viewBox]").forEach(function (bar) {
+      if (bar.getAttribute("viewBox") !== box) bar.setAttribute("viewBox", box);
+    });
+  }
+  document.addEventListener("htmx:afterSwap", rescaleBars);
+  document.addEventListener("htmx:afterSettle", rescaleBars);
+
   // Copy buttons: <button class="copy" data-copy="text">.
   document.addEventListener("click", function (event) {
     const button = event.target.closest("button.copy[data-copy]");

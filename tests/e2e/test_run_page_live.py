@@ -4,16 +4,19 @@ live updates morph the page, so what the operator selected, opened and focused s
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from durableruns.engine import crashpoints
 from durableruns.engine.runs import start_run
-from durableruns.models import Effect, Run
+from durableruns.models import Effect, Run, Step
 from tests.conftest import wait_for
 from tests.e2e.browser import log_in
 from tests.web import agents as _test_agents  # noqa: F401 - registers the test agents
+from tests.web.dashboard import make_effect, make_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -78,6 +81,89 @@ def test_a_selection_an_opened_step_and_focus_survive_live_updates(
     expect(first.locator(".step-output")).to_contain_text('"work 1"')
     expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=60_000)
     assert page.evaluate("window.getSelection().toString()") == selected
+
+
+def _bar_x(page, position: int) -> float:
+    """Where a row's execution starts, as a fraction of its bar's width on the screen."""
+    return page.evaluate(
+        """(id) => {
+            const svg = document.querySelector(`#${id} svg.bar`).getBoundingClientRect();
+            const ran = document.querySelector(`#${id} svg.bar rect.ran`).getBoundingClientRect();
+            return (ran.left - svg.left) / svg.width;
+        }""",
+        f"step-{position}",
+    )
+
+
+def test_a_new_step_is_appended_and_the_rows_shown_rescale(page, live_server, bob):
+    """A changed poll sends the new row alone: it shows within 2 s, the rows already
+    shown stay (the same nodes), the oldest leaves the window, and every bar is redrawn
+    on the longer axis in the browser."""
+    origin = timezone.now() - timedelta(seconds=60)
+    run = make_run("e2e-growing", status=Run.Status.RUNNING, started_at=origin, steps_used=101)
+    Step.objects.bulk_create(
+        Step(
+            run=run,
+            position=p,
+            step_id=f"{p}-work",
+            kind="compute",
+            name=f"work-{p}",
+            started_at=origin + timedelta(seconds=p / 2),
+            finished_at=origin + timedelta(seconds=p / 2 + 0.4),
+        )
+        for p in range(101)
+    )
+    effects = {p: make_effect(run, p, tool="lookup_order").pk for p in range(1, 101, 5)}
+    polled: list[int] = []  # the size of each poll's answer that changed the page
+    page.on(
+        "response",
+        lambda r: (
+            polled.append(len(r.body()))
+            if r.request.headers.get("hx-request")
+            and r.url.endswith(f"/runs/{run.id}/")
+            and r.status == 200
+            else None
+        ),
+    )
+    log_in(page, live_server.url, "bob", f"/runs/{run.id}/")
+    expect(page.locator(STEPS)).to_have_count(100)  # steps #1 to #100
+    expect(page.locator(f"#effect-{effects[1]}")).to_be_visible()
+    before = _bar_x(page, 100)
+    assert 0.75 < before < 0.9, before  # 50 s into an axis of about a minute
+    page.evaluate("document.getElementById('step-50').sameNode = true")
+
+    # A step running for a minute more: the axis doubles.
+    effects[101] = make_effect(run, 101, tool="lookup_order").pk
+    Run.objects.filter(pk=run.pk).update(steps_used=102, updated_at=timezone.now())
+    Step.objects.create(
+        run=run,
+        position=101,
+        step_id="101-work",
+        kind="compute",
+        name="work-101",
+        started_at=origin + timedelta(seconds=60),
+        finished_at=origin + timedelta(seconds=120),
+    )
+    expect(page.locator("#step-101")).to_be_visible(timeout=2_000)
+    assert polled and max(polled) < 5_000, polled  # the new row, not the 100 rows shown
+    expect(page.locator("#step-1")).to_have_count(0)
+    expect(page.locator(STEPS)).to_have_count(100)
+    # The step's effect (committed before it) joins the table; step #1's leaves with it.
+    expect(page.locator(f"#effects-settled > #effect-{effects[101]}")).to_be_visible()
+    expect(page.locator(f"#effect-{effects[1]}")).to_have_count(0)
+    expect(page.locator("#effects-settled > tr")).to_have_count(20)
+    assert page.evaluate("document.getElementById('step-50').sameNode") is True
+    axis = page.locator("#timeline-head").get_attribute("data-axis-seconds")
+    assert float(axis) >= 120
+    expect(page.locator("#step-2 svg.bar")).to_have_attribute("viewBox", f"0 0 {axis} 12")
+    after = _bar_x(page, 100)
+    assert after == pytest.approx(before / 2, rel=0.1), (before, after)
+    # The page as it stands is the page a reload shows.
+    shown = page.evaluate("[...document.querySelectorAll('#steps > li.step')].map(r => r.id)")
+    page.reload()
+    assert (
+        page.evaluate("[...document.querySelectorAll('#steps > li.step')].map(r => r.id)") == shown
+    )
 
 
 def test_a_retrying_step_shows_its_attempt_and_next_retry(page, processes, live_server, bob):

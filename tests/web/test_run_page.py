@@ -173,9 +173,15 @@ def test_it_morphs_the_live_region_while_active_and_stops_when_terminal(client, 
     assert "hx-trigger" not in live and "hx-get" not in live
 
 
-def _bars(body: str) -> list[tuple[float, float]]:
-    found = re.findall(r'<rect class="ran" x="([\d.]+)%" width="([\d.]+)%"', body)
-    return [(float(x), float(w)) for x, w in found]
+def _bars(body: str, rect: str = "ran") -> list[tuple[float, float]]:
+    """(x, width) of each bar's `rect`, in percent of the axis: a bar is drawn in seconds
+    in a viewBox as long as the axis, stretched to the plot's width."""
+    bars = re.findall(r'<svg class="bar"[^>]*viewBox="0 0 ([\d.]+) 12"(.*?)</svg>', body, re.S)
+    return [
+        (100 * float(x) / float(axis), 100 * float(w) / float(axis))
+        for axis, svg in bars
+        for x, w in re.findall(rf'<rect class="{rect}" x="([\d.]+)" width="([\d.]+)"', svg)
+    ]
 
 
 def test_it_draws_one_bar_per_step_on_a_shared_axis(client, alice, finished):
@@ -225,9 +231,9 @@ def test_a_retried_steps_bar_shows_each_attempt_as_a_segment(client, alice):
     client.force_login(alice)
     body = client.get(_url(run)).content.decode()
     row = re.search(r'<li class="step[^"]*" id="step-1">.*?</li>', body, re.S).group(0)
-    failed = re.findall(r'<rect class="attempt-failed" x="([\d.]+)%" width="([\d.]+)%"', row)
-    assert [(float(x), float(w)) for x, w in failed] == [(10.0, 10.0), (40.0, 20.0)]
-    assert _bars(row) == [(80.0, 10.0)]  # the last attempt, after the failed ones
+    failed = _bars(row, "attempt-failed")
+    assert failed == [pytest.approx((10.0, 10.0)), pytest.approx((40.0, 20.0))]
+    assert _bars(row) == [pytest.approx((80.0, 10.0))]  # the last attempt, after the failed
     assert "attempt 1 failed after 1.0 s at +1.0 s" in row
     assert "attempt 2 failed after 2.0 s at +4.0 s" in row
     first = re.search(r'<li class="step[^"]*" id="step-0">.*?</li>', body, re.S).group(0)
