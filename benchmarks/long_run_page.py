@@ -31,6 +31,9 @@ SHORT = "bench-short-run"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 SIZES = {"quick": (2_000, 15), "full": (10_000, 30)}
 VERSION = re.compile(r'"X-Live-Version": "([0-9a-f]+)"')
+# What the page shows (web/live_rows.py); a changed poll that sends only what changed
+# leaves both headers for the next poll in #run-live-next, which comes first here.
+ROWS = re.compile(r'"X-Live-Rows": "([0-9a-f-]*)"')
 
 
 def measure(quick: bool) -> dict[str, Any]:
@@ -70,9 +73,18 @@ def _url(run: str) -> str:
 
 
 def _poll_headers(client: Any, run: str) -> dict[str, str]:
-    """What the page's live region sends: the version it was rendered at."""
-    found = VERSION.search(client.get(_url(run)).content.decode())
-    return {"HX-Request": "true", "X-Live-Version": found.group(1) if found else ""}
+    """What the page's live region sends: the version it was rendered at, and the rows
+    it shows."""
+    return _next_headers(client.get(_url(run)).content.decode())
+
+
+def _next_headers(body: str) -> dict[str, str]:
+    version, rows = VERSION.search(body), ROWS.search(body)
+    return {
+        "HX-Request": "true",
+        "X-Live-Version": version.group(1) if version else "",
+        "X-Live-Rows": rows.group(1) if rows else "",
+    }
 
 
 def _get(client: Any, url: str, headers: dict[str, str]) -> tuple[float, Any]:
@@ -133,15 +145,15 @@ def _interleaved(client: Any, requests: int) -> tuple[dict[str, Any], dict[str, 
 
 
 def _changed_polls(client: Any, steps: int, requests: int) -> dict[str, Any]:
-    """A poll after one new step: the page's live region comes back (a 200 partial)."""
+    """A poll after one new step: what the page swaps in (a 200 partial: the new row and
+    what else changed, or the whole live region)."""
     url, headers = _url(RUN), _poll_headers(client, RUN)
     times, response = [], None
     for position in range(steps, steps + requests):
         _append(position)
         ms, response = _get(client, url, headers)
         times.append(ms)
-        found = VERSION.search(response.content.decode())
-        headers = {**headers, "X-Live-Version": found.group(1) if found else ""}
+        headers = _next_headers(response.content.decode())
     _append(steps + requests)
     return _answer(times, response, _queries(client, url, headers))
 
