@@ -16,6 +16,7 @@ answer for all workers), plus step counters kept in the shared cache (Redis).
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -40,17 +41,25 @@ def _counter_key(kind: str, outcome: str) -> str:
 
 
 # Steps counted by this process since its last flush. The engine counts on every step
-# but talks to the shared cache once per task (flush_step_counts), so no step waits for
-# Redis, and a Redis outage cannot slow or fail a run.
+# but talks to the shared cache at most once a second per process (flush_step_counts
+# at the end of a task, and the liveness heartbeat for what is left), so no step waits
+# for Redis, a Redis outage cannot slow or fail a run, and a worker finishing hundreds
+# of runs a second does not make two Redis round trips for each.
 _pending: Counter[tuple[str, str]] = Counter()
+_flushed_at = [0.0]
 
 
 def count_step(kind: str, outcome: str) -> None:
     _pending[(kind, outcome)] += 1
 
 
-def flush_step_counts() -> None:
-    """Add this process's counts to the shared counters; a failure keeps them for later."""
+def flush_step_counts(at_most_every: float = 0.0) -> None:
+    """Add this process's counts to the shared counters, unless they were added less
+    than `at_most_every` seconds ago; a failure keeps them for later."""
+    now = time.monotonic()
+    if not _pending or now - _flushed_at[0] < at_most_every:
+        return
+    _flushed_at[0] = now
     while _pending:
         (kind, outcome), count = _pending.popitem()
         key = _counter_key(kind, outcome)

@@ -34,6 +34,7 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 
+from .. import metrics
 from . import store
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ class ProcessLiveness:
                 close_old_connections()
             finally:
                 store.release_connection()
+                metrics.flush_step_counts()  # what the last tasks' throttled flush left
 
     def _interval(self) -> float:
         ttls = [lease.ttl for lease in self.held()] or [settings.DURABLERUNS_LEASE_TTL]
