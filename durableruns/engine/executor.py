@@ -56,12 +56,12 @@ def advance(run_id: str) -> str:
                 except StoreUnavailable as exc:
                     return _hand_back(lease, exc)
         finally:
-            metrics.flush_step_counts()
+            metrics.flush_step_counts(at_most_every=1.0)
 
 
 def _drive(lease: store.Lease) -> str:
     try:
-        record = RunRecord.objects.get(pk=lease.run_id)
+        record = lease.record or RunRecord.objects.get(pk=lease.run_id)
         agent = registry.get_agent(record.agent, record.agent_version)
         handback.taken_back(lease, record)
         history = store.load_history(record.id)
