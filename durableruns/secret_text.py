@@ -182,7 +182,7 @@ class Rules:
         return verdict
 
 
-_local: dict[str, Any] = {"rules": None, "loaded": 0.0}
+_local: dict[str, Any] = {"rules": None, "loaded": 0.0, "reloading": False}
 _lock = threading.Lock()
 _loading = threading.local()
 
@@ -231,11 +231,25 @@ def matches(kind: str, rule: str, value: Any) -> list[str]:
 
 
 def current_rules() -> Rules:
-    """Settings rules plus the admins' rules, cached (see LOCAL_TTL_SECONDS)."""
+    """Settings rules plus the admins' rules, cached (see LOCAL_TTL_SECONDS). One thread
+    of a process reloads them when they are due; the others keep the copy they have
+    until it is done: with hundreds of runs in flight, every thread fetched them at once
+    (each through a Redis client of its own) every LOCAL_TTL_SECONDS."""
     with _lock:
         rules = _local["rules"]
-        if rules is not None and time.monotonic() - _local["loaded"] < LOCAL_TTL_SECONDS:
+        if rules is not None and (
+            time.monotonic() - _local["loaded"] < LOCAL_TTL_SECONDS or _local["reloading"]
+        ):
             return rules
+        _local["reloading"] = True
+    try:
+        return _load_rules()
+    finally:
+        with _lock:
+            _local["reloading"] = False
+
+
+def _load_rules() -> Rules:
     if getattr(_loading, "active", False) or not apps.ready:
         # A log record emitted while loading (the filter redacts logs), or a process
         # that has not set Django up (gunicorn's master): no database, settings' rules.

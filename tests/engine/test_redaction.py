@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given, settings
@@ -189,3 +191,31 @@ def test_the_screen_flags_every_value_the_walk_would_change(value, admin):
         return  # not storable: refused before any redaction
     if not rules.flags(text):
         assert redaction.redact_with(value, rules) is value
+
+
+@pytest.mark.django_db
+def test_one_thread_reloads_the_rules_while_the_others_keep_their_copy(monkeypatch):
+    """A threaded worker runs hundreds of runs at once: when the process's copy of the
+    rules is due, one thread fetches them (from Redis, or the database), not all."""
+    redaction.current_rules()  # a copy to keep
+    fetches = []
+    loaded = redaction._admin_rules
+
+    def slow_fetch():
+        fetches.append(1)
+        time.sleep(0.2)  # a slow Redis: every thread arrives while it loads
+        return loaded()
+
+    monkeypatch.setattr(redaction, "_admin_rules", slow_fetch)
+    monkeypatch.setitem(redaction._local, "loaded", 0.0)  # due now
+    start = threading.Barrier(32)
+
+    def read() -> object:
+        start.wait()
+        return redaction.current_rules()
+
+    with ThreadPoolExecutor(32) as pool:
+        rules = list(pool.map(lambda _: read(), range(32)))
+
+    assert len(fetches) == 1
+    assert all(r is not None for r in rules)
