@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from durableruns.engine.runs import start_run
 from durableruns.models import AuditEvent, Run
 from tests.conftest import wait_for
+from tests.e2e.a11y import assert_accessible
 from tests.e2e.browser import log_in
 from tests.web import agents as _test_agents  # noqa: F401 - registers the test agents
 
@@ -95,3 +96,4 @@ def test_the_api_docs_render_under_the_csp(page, live_server):
     page.goto(f"{live_server.url}/api/docs/")
     expect(page.locator(".swagger-ui .title")).to_contain_text("durableruns API", timeout=20_000)
     expect(page.locator(".opblock").first).to_be_visible()
+    assert_accessible(page, "API docs")
