@@ -95,6 +95,7 @@ def test_an_operator_resolves_an_escalation_and_the_run_goes_on(
     expect(page.locator(f"#escalation-{effect.pk} [role=alert]")).to_contain_text(
         "The result is not valid JSON"
     )
+    assert_accessible(page, "escalations with a refused result")
     assert _status("e2e-escalated") == Run.Status.ESCALATED
 
     card = page.locator(f"#escalation-{effect.pk}")
@@ -120,6 +121,7 @@ def test_an_operator_forks_a_finished_run_from_a_middle_step(page, processes, li
     expect(sandbox).to_be_checked()  # a fork calls no write tool unless unticked
     page.get_by_role("button", name="Fork from step 1").click()
     expect(page.get_by_role("alert")).to_contain_text("not forked: give a reason")
+    assert_accessible(page, "fork preview with a refused fork")
     assert not Run.objects.filter(parent_id="e2e-parent").exists()
     page.get_by_label("Reason (audited, required)").fill("the note was wrong")
     page.get_by_label("Sandbox: do not call write tools", exact=False).uncheck()
@@ -128,6 +130,7 @@ def test_an_operator_forks_a_finished_run_from_a_middle_step(page, processes, li
     expect(page.locator(".facts")).to_contain_text("Forked from")
     origins = page.locator("#steps .origin")
     expect(origins).to_have_text(["reused from the parent run", "executed", "executed"])
+    assert_accessible(page, "a finished fork's run page")
     child = Run.objects.get(parent_id="e2e-parent")
     assert child.status == Run.Status.SUCCEEDED and child.fork_position == 1
 
@@ -154,6 +157,7 @@ def test_a_dry_replay_shows_where_changed_agent_code_diverges(
     diverged = page.locator("tr.entry-diverged")
     expect(diverged).to_contain_text("record_note")
     expect(diverged).to_contain_text("non-determinism at step 1")
+    assert_accessible(page, "a dry replay that diverged")
 
 
 def test_an_operator_starts_a_run_from_the_runs_page(page, processes, live_server, bob, tmp_path):

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from durableruns.engine.runs import start_run
 from durableruns.models import AuditEvent, Run
 from tests.conftest import wait_for
+from tests.e2e.a11y import assert_accessible
 from tests.e2e.browser import log_in
 from tests.web import agents as _test_agents  # noqa: F401 - registers the test agents
 
@@ -33,6 +34,7 @@ def test_an_operator_forks_with_an_edited_input(page, processes, live_server, bo
     page.get_by_role("button", name="Check the edits").click()
     expect(page.locator("#fork-notes")).to_contain_text("edited input")
     expect(page.locator("#fork-input")).to_have_value('{\n  "text": "as meant"\n}')
+    assert_accessible(page, "fork with its edited input checked")
     page.get_by_label("Reason (audited, required)").fill("the customer meant another note")
     # Checking the edits kept the sandbox ticked (the default); this fork is for real.
     sandbox = page.get_by_label("Sandbox: do not call write tools", exact=False)
@@ -61,6 +63,7 @@ def test_an_operator_cancels_every_run_matching_a_filter_with_a_reason(page, liv
     expect(page.locator("tbody tr")).to_have_count(3)
     page.get_by_role("button", name="Cancel all matching").click()
     expect(page.locator(".confirm-summary")).to_contain_text("3 runs match agent is 't-ledger'")
+    assert_accessible(page, "bulk cancel confirmation")
     page.get_by_label("Reason").fill("a bad deploy of t-ledger")
     page.get_by_role("button", name="Cancel 3 runs").click()
     expect(page.locator("#bulk-progress")).to_contain_text("Cancel: 3 runs changed. Done.")
@@ -68,6 +71,7 @@ def test_an_operator_cancels_every_run_matching_a_filter_with_a_reason(page, liv
     expect(page.get_by_role("heading", level=1)).to_have_text("Cancel: done")
     expect(page.get_by_role("button", name="Cancel 3 runs")).to_have_count(0)
     expect(page.locator("#bulk-sample")).not_to_contain_text("Queued")
+    assert_accessible(page, "bulk cancel done")
     statuses = {run.id: run.status for run in Run.objects.all()}
     assert statuses == {
         "e2e-batch-0": "cancelled",
@@ -95,3 +99,4 @@ def test_the_api_docs_render_under_the_csp(page, live_server):
     page.goto(f"{live_server.url}/api/docs/")
     expect(page.locator(".swagger-ui .title")).to_contain_text("durableruns API", timeout=20_000)
     expect(page.locator(".opblock").first).to_be_visible()
+    assert_accessible(page, "API docs")
