@@ -62,6 +62,10 @@ def cancel(run: Run, *, user: Any, reason: str = "") -> bool:
     fail its next write, so it stops before its next effect. A cancelled child run's
     parent is woken: its step fails with dr.ChildRunCancelled."""
     with transaction.atomic():
+        if run.parent_run_id:
+            # Parent before child, as cancelling the parent locks them: a cancel of each
+            # at once otherwise waited for the other in a cycle (Postgres aborted one).
+            list(Run.objects.select_for_update().filter(pk=run.parent_run_id).values("pk"))
         changed = _cancel_one(run, user, reason)
         if changed:
             _cancel_descendants(run, user)

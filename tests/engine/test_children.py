@@ -5,7 +5,12 @@ tests/chaos/test_children.py does the same with real worker processes (SIGKILL, 
 
 from __future__ import annotations
 
+import threading
+from unittest import mock
+
+import psycopg
 import pytest
+from django.db import connection, connections
 
 from durableruns.engine import children, executor
 from durableruns.engine.children import child_id
@@ -17,6 +22,7 @@ from durableruns.services import runs as run_actions
 from durableruns.services.sweeper import sweep
 from tests import agents_children  # noqa: F401 - registers the agents
 from tests.agents_children import CALLS
+from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 Status = Run.Status
@@ -312,3 +318,51 @@ def test_bad_child_requests_are_refused_before_anything_is_recorded(rung):
     bad = ["bad1", "bad2", "bad3"]
     assert not Run.objects.filter(parent_run__in=bad).exists()
     assert not Step.objects.filter(run_id__in=bad).exists()
+
+
+def test_a_parent_and_its_child_cancelled_at_once_are_both_cancelled(rung, bob, carol):
+    """Two operators, one on the parent's page and one on the child's, press Cancel at
+    the same moment. Each cancel locks the parent before the child, so neither waits
+    for the other in a cycle (Postgres would abort one of them as a deadlock)."""
+    _suspended("boss-asks", {"item": "bike"}, "both")
+    assert executor.advance("both.c0") == Status.AWAITING_APPROVAL
+    child_locked, errors = threading.Event(), []
+    real_wake = children.wake_parent
+
+    def wake_once_the_parent_is_being_cancelled(parent_id):
+        if parent_id == "both":  # the child's cancel, holding the child's row
+            child_locked.set()
+            wait_for(_a_session_waits_for_a_lock, timeout=10, message="the parent's cancel")
+        return real_wake(parent_id)
+
+    def cancel(run_id, user, reason):
+        try:
+            run_actions.cancel(Run.objects.get(pk=run_id), user=user, reason=reason)
+        except Exception as exc:  # a deadlock, as the request would have seen it
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    with mock.patch.object(children, "wake_parent", wake_once_the_parent_is_being_cancelled):
+        child = threading.Thread(target=cancel, args=("both.c0", carol, "not needed"))
+        child.start()
+        child_locked.wait(timeout=10)
+        parent = threading.Thread(target=cancel, args=("both", bob, "wrong customer"))
+        parent.start()
+        for thread in (child, parent):
+            thread.join(timeout=30)
+
+    assert errors == []
+    statuses = dict(Run.objects.filter(pk__startswith="both").values_list("id", "status"))
+    assert statuses == {"both": "cancelled", "both.c0": "cancelled"}
+
+
+def _a_session_waits_for_a_lock() -> bool:
+    # A session of its own: inside a transaction, pg_stat_activity is a snapshot.
+    params = connections["default"].get_connection_params()
+    with psycopg.connect(**params, autocommit=True) as session:
+        waiting = session.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return waiting[0] > 0
