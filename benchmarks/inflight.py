@@ -40,7 +40,7 @@ from .throughput import create_runs, ring_all
 WAITS, WAIT_SECONDS = 3, 1.0
 SIZES = {"quick": (64, 512), "full": (64, 512, 1000)}
 # The documented worker (docker-compose.yml, README "Sizing workers").
-THREADS, POOL_SIZE = 512, 20
+THREADS, POOL_SIZE = 1024, 20
 APP = "durableruns-bench-inflight"  # libpq's PGAPPNAME for every system's sessions
 PEER_POOL = 20
 

@@ -24,7 +24,7 @@ POOL_SIZE = 10
 APP = "durableruns-fleet-worker"  # libpq's PGAPPNAME: finds this test's worker sessions
 LEASE_TTL = 30.0  # the production default: dead-owner detection must beat it by far
 # The documented worker (README, "Deployment"): threads, and a bounded pool of sessions.
-DOCUMENTED = {"pool": "threads", "concurrency": 512}
+DOCUMENTED = {"pool": "threads", "concurrency": 1024}
 
 
 @pytest.fixture
