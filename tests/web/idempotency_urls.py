@@ -21,6 +21,9 @@ EXECUTIONS: Counter = Counter()
 _lock = threading.Lock()
 # Set when a charge starts its pause: a test sends more requests while one is in flight.
 CHARGING = threading.Event()
+# Set by a test once a concurrent request was answered: a charge asked to pause
+# `until_overlap` waits for it (at most its pause), whatever the machine's load.
+OVERLAPPED = threading.Event()
 
 
 def _executed(request: HttpRequest) -> int:
@@ -37,7 +40,10 @@ def charge(request: HttpRequest) -> HttpResponse:
     """Charge `amount`, slowly when asked; 402 above 1000, as a stored client error."""
     body = json.loads(request.body or b"{}")
     CHARGING.set()
-    time.sleep(float(body.get("pause", 0)))
+    if body.get("until_overlap"):
+        OVERLAPPED.wait(timeout=float(body.get("pause", 0)))
+    else:
+        time.sleep(float(body.get("pause", 0)))
     execution = _executed(request)
     if body.get("amount", 0) > 1000:
         return JsonResponse({"error": "card declined"}, status=402)

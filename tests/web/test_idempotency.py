@@ -210,7 +210,8 @@ def test_it_answers_409_while_the_first_request_is_in_flight(live_server):
 def test_it_executes_fifty_concurrent_requests_with_one_key_once(live_server):
     key = _key()
     url = f"{live_server.url}/test/charge"
-    body = {"amount": 5, "pause": 3}
+    # The first stays in flight until one of the others was answered (at most 30 s).
+    body = {"amount": 5, "pause": 30, "until_overlap": True}
     start = threading.Barrier(49)
 
     def send(n: int) -> httpx.Response:
@@ -223,13 +224,18 @@ def test_it_executes_fifty_concurrent_requests_with_one_key_once(live_server):
         # client retries a reset connection with the same key, which is the point.
         for attempt in range(5):
             try:
-                return httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=60)
+                response = httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=60)
             except httpx.TransportError:
                 if attempt == 4:
                     raise
+                continue
+            if response.status_code == 409:
+                idempotency_urls.OVERLAPPED.set()
+            return response
         raise AssertionError("unreachable")
 
     idempotency_urls.CHARGING.clear()
+    idempotency_urls.OVERLAPPED.clear()
     with ThreadPoolExecutor(max_workers=50) as pool:
         responses = list(pool.map(send, range(50)))
 
