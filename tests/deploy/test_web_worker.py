@@ -1,7 +1,8 @@
 """The web service's gunicorn worker (durableruns/web/gunicorn_worker.py) serves state
 changes ahead of polls: with every shared thread held by GETs and more GETs queued, a
 POST is still answered at once, on a kept-alive connection or a new one. The login form
-waits with the GETs."""
+waits with the GETs. Its threads hand the GIL over every millisecond, so a decision
+waiting on Postgres gets it back soon from threads rendering polls."""
 
 from __future__ import annotations
 
@@ -109,3 +110,8 @@ def test_it_sorts_requests_by_their_request_line():
     assert not serves_first(b"HEAD / HTTP/1.1\r\n", login)
     assert not serves_first(b"POST /login/?next=/ HTTP/1.1\r\n", login)
     assert not serves_first(b"\x16\x03\x01\x02\x00", login)  # a TLS hello
+
+
+def test_its_threads_hand_the_gil_over_every_millisecond(held_server):
+    port, _ = held_server
+    assert _request(port, "GET", "/switch-interval/") == "0.001"
