@@ -37,4 +37,4 @@ RUN SECRET_KEY=collectstatic-only-$(python -c "import secrets; print(secrets.tok
     python manage.py collectstatic --noinput
 
 EXPOSE 8000
-CMD ["gunicorn", "durableruns.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "gthread", "--threads", "8", "--env", "DURABLERUNS_CONN_MAX_AGE=60", "--access-logfile", "-", "--logger-class", "durableruns.logs.GunicornLogger"]
+CMD ["gunicorn", "durableruns.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "durableruns.web.gunicorn_worker.ThreadWorker", "--threads", "8", "--env", "DURABLERUNS_CONN_MAX_AGE=60", "--access-logfile", "-", "--logger-class", "durableruns.logs.GunicornLogger"]

@@ -1,6 +1,7 @@
 """A team on the live dashboard (issue 27): VIEWERS people watching run pages, REVIEWERS
 working the inbox and OPERATORS browsing, against the documented production web service
-(gunicorn, 3 gthread workers x 8 threads, settings_production, sessions kept 60 s).
+(docker-compose.yml's web command: gunicorn, 3 threaded workers x 8 threads,
+settings_production, sessions kept 60 s).
 
 Its own database (`<prefix>_team`): 100,000 runs, 10,000 pending and 100,000 decided
 approvals, and 20 running 50-step runs that the viewers watch (benchmarks/team_seed.py).
@@ -506,12 +507,7 @@ class _gunicorn:
             env=self.env,
             check=True,
         )
-        command = [
-            sys.executable, "-m", "gunicorn", "durableruns.wsgi:application",
-            "--bind", f"127.0.0.1:{self.port}", "--workers", "3", "--worker-class", "gthread",
-            "--threads", "8", "--env", "DURABLERUNS_CONN_MAX_AGE=60",
-            "--access-logfile", "-", "--logger-class", "durableruns.logs.GunicornLogger",
-        ]  # fmt: skip
+        command = [sys.executable, "-m", *_web_command(self.code, f"127.0.0.1:{self.port}")]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 command, cwd=self.code, env=self.env, stdout=log, stderr=subprocess.STDOUT,
@@ -538,6 +534,17 @@ class _gunicorn:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         _forget(self.env["DURABLERUNS_QUEUE"])
+
+
+def _web_command(code: Path, bind: str) -> list[str]:
+    """The web service's command from `code`'s docker-compose.yml (so a before/after
+    run serves each checkout as it documents itself), bound to `bind`."""
+    import yaml
+
+    compose = yaml.safe_load((code / "docker-compose.yml").read_text())
+    command = list(compose["services"]["web"]["command"])
+    command[command.index("--bind") + 1] = bind
+    return command
 
 
 def _forget(queue: str) -> None:

@@ -104,11 +104,14 @@ def test_the_dockerfile_collects_static_files_with_throwaway_keys_only():
 
 def test_the_web_service_runs_threads_that_keep_their_sessions():
     """Issue 27: sync workers queued decisions behind polls, and every request opened a
-    Postgres session. The image and the compose file start the same threaded command."""
+    Postgres session; gthread's one pool still queued them behind polls. The image and
+    the compose file start the same threaded command, with the worker that serves state
+    changes first (tests/deploy/test_web_worker.py)."""
     compose = (ROOT / "docker-compose.yml").read_text()
     dockerfile = (ROOT / "Dockerfile").read_text()
+    worker = "durableruns.web.gunicorn_worker.ThreadWorker"
     for text in (compose, dockerfile):
-        assert '"--worker-class", "gthread", "--threads", "8"' in text
+        assert f'"--worker-class", "{worker}", "--threads", "8"' in text
         assert '"--env", "DURABLERUNS_CONN_MAX_AGE=60"' in text
 
 
