@@ -136,18 +136,18 @@ def _poll(
     since the page's newest (appended) and the shown ones that left the queue (swapped
     for their decided card), with the pending count."""
     shown = [validation.integer(pk, "shown") for pk in request.GET.getlist("shown")[:MAX_SHOWN]]
-    version, gone = live.inbox_version(shown)
+    version, gone, next_version = live.inbox_version(shown)
     if live.unchanged(request, version):
         return HttpResponse(status=204)
     new = list(rows.filter(pk__gt=since).order_by("pk")[:INBOX_SIZE])
-    # What the page shows once this answer is swapped in, for the next poll's version.
-    showing = [pk for pk in shown if pk not in gone] + [a.pk for a in new]
     context = {
         "approvals": new,
         "removed": Approval.objects.filter(pk__in=gone).select_related("run", "claimed_by"),
         "filters": filters,
         "newest_pk": max([since, *(a.pk for a in new)]),
-        "live_version": live.inbox_version(showing)[0],
+        # The page, once this answer is swapped in, shows the new cards (pending when
+        # read) and none of those gone: read before them, as a full page's version is.
+        "live_version": next_version(),
         "new_count": len(new),
         "pending_count": pending().count(),
     }

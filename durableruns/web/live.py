@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from django.db import connections, router
@@ -191,8 +192,10 @@ def unchanged(request: HttpRequest, version: str) -> bool:
     return bool(request.htmx) and request.headers.get(HEADER) == version
 
 
-def inbox_version(shown: list[int]) -> tuple[str, list[int]]:
-    """The inbox poll's version and the shown approvals that left the queue.
+def inbox_version(shown: list[int]) -> tuple[str, list[int], Callable[[], str]]:
+    """The inbox poll's version, the shown approvals that left the queue, and the version
+    of the page once it has swapped them out (for the answer's next poll: read now, before
+    the answer's content, so a change in between makes the next poll render again).
 
     Three index probes, whatever the number pending: the newest pending approval (a new
     one arrived), the newest decision anywhere (the pending count moved) and which of
@@ -202,5 +205,9 @@ def inbox_version(shown: list[int]) -> tuple[str, list[int]]:
     decided = Approval.objects.exclude(state=Approval.State.PENDING)
     latest = decided.aggregate(latest=Max("decided_at"))["latest"]
     gone = sorted(decided.filter(pk__in=shown).values_list("pk", flat=True)) if shown else []
+    return _inbox_hash(newest, latest, gone), gone, lambda: _inbox_hash(newest, latest, [])
+
+
+def _inbox_hash(newest: int | None, latest: Any, gone: list[int]) -> str:
     text = repr((newest, latest, gone))
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest(), gone
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()

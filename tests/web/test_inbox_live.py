@@ -167,3 +167,28 @@ def test_the_inbox_queries_read_indexes_at_10000_pending(alice, page):
     for sql, plan in plans:
         for table in ("durableruns_approval", "durableruns_run"):
             assert f"Seq Scan on {table}" not in plan, f"{sql}\n{plan}"
+
+
+def test_a_changed_poll_reads_the_inbox_version_once_and_the_next_poll_is_204(alice):
+    """The answer's own version comes from the same three probes as the poll's (read
+    before the new cards, as a page's version is), not from three more."""
+    _pending("r-old")
+    client = _client(alice)
+    url, headers = _poll_of(client.get(reverse("approvals")).content.decode())
+    new = _pending("r-new")
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.get(url, headers=headers)
+    assert f'id="approval-{new.pk}"' in answer.content.decode()
+    newest_probes = [
+        q for q in queries.captured_queries if 'MAX("durableruns_approval"."id")' in q["sql"]
+    ]
+    assert len(newest_probes) == 1, newest_probes
+
+    next_version = re.search(r'"X-Live-Version": "([0-9a-f]+)"', answer.content.decode()).group(1)
+    shown = f"{url}&shown={new.pk}".replace(f"after={_after(url)}", f"after={new.pk}")
+    again = client.get(shown, headers={**headers, "X-Live-Version": next_version})
+    assert again.status_code == 204
+
+
+def _after(url: str) -> str:
+    return re.search(r"after=(\d+)", url).group(1)
