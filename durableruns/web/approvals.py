@@ -92,6 +92,11 @@ class InboxFilters:
     def narrowed(self) -> bool:
         return any((self.agent, self.started_by, self.age, self.q))
 
+    @property
+    def all_pending(self) -> bool:
+        """Every pending approval, whatever the order: the list's count is the inbox's."""
+        return self.view == "pending" and not (self.agent or self.started_by or self.age or self.q)
+
     def query(self, **override: str) -> str:
         """The query string of these filters, with `override` applied (for links)."""
         values = {**self.__dict__, **override}
@@ -116,7 +121,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "agents": sorted({a.name for a in registry.agents()} | ({filters.agent} - {""})),
         "starters": _starters(),
-        "pending_count": pending().count(),
+        # The pending count of the nav, unless the page's own count already is it.
+        "pending_count": paged.paginator.count if filters.all_pending else pending().count(),
         "single": False,
         "ages": AGES,
     }

@@ -192,3 +192,21 @@ def test_a_changed_poll_reads_the_inbox_version_once_and_the_next_poll_is_204(al
 
 def _after(url: str) -> str:
     return re.search(r"after=(\d+)", url).group(1)
+
+
+def test_the_unfiltered_inbox_counts_its_pending_approvals_once(alice):
+    for n in range(3):
+        _pending(f"r-{n}")
+    client = _client(alice)
+    with CaptureQueriesContext(connection) as queries:
+        body = client.get(reverse("approvals")).content.decode()
+    counts = [
+        q
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT COUNT(*) AS "__count" FROM "durableruns_approval"')
+    ]
+    assert len(counts) == 1, counts
+    assert '<span id="inbox-count"' in body and ">3</span>" in body
+    # A filtered list counts what it shows, and the nav still counts every pending one.
+    filtered = client.get(reverse("approvals") + "?q=nothing-matches").content.decode()
+    assert ">3</span>" in filtered
