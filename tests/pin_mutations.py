@@ -146,6 +146,48 @@ MUTATIONS = [
         "            pass",
         "tests/web/test_replay_fork_pages.py",
     ),
+    (
+        "the sweep cancels a child whose parent ended without it",
+        "durableruns/services/sweeper.py",
+        "    run_actions.cancel_orphans(batch)",
+        "    pass",
+        "tests/engine/test_children.py",
+    ),
+    (
+        "a child whose outcome its parent recorded is no orphan",
+        "durableruns/services/runs.py",
+        "        .exclude(Exists(recorded))",
+        "",
+        "tests/engine/test_children.py",
+    ),
+    (
+        "a child's cancel locks its parent before the child",
+        "durableruns/services/runs.py",
+        'list(Run.objects.select_for_update().filter(pk=run.parent_run_id).values("pk"))',
+        "pass",
+        "tests/engine/test_children.py",
+    ),
+    (
+        "one thread of a process reloads the redaction rules",
+        "durableruns/secret_text.py",
+        'LOCAL_TTL_SECONDS or _local["reloading"]',
+        "LOCAL_TTL_SECONDS",
+        "tests/engine/test_redaction.py",
+    ),
+    (
+        "a tool given as a branch of run.parallel is refused before it runs",
+        "durableruns/engine/parallel.py",
+        "    if isinstance(tool, Tool):",
+        "    if False:",
+        "tests/engine/test_parallel.py",
+    ),
+    (
+        "a changed inbox poll reads the inbox version once",
+        "durableruns/web/approvals.py",
+        '        "live_version": next_version(),',
+        '        "live_version": live.inbox_version([a.pk for a in new])[0],',
+        "tests/web/test_inbox_live.py",
+    ),
 ]
 
 
