@@ -16,7 +16,7 @@ from durableruns.models import Effect, Run, Step
 from tests.conftest import wait_for
 from tests.e2e.browser import log_in
 from tests.web import agents as _test_agents  # noqa: F401 - registers the test agents
-from tests.web.dashboard import make_effect, make_run
+from tests.web.dashboard import make_effect, make_run, make_step, step_row
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -102,15 +102,7 @@ def test_a_new_step_is_appended_and_the_rows_shown_rescale(page, live_server, bo
     origin = timezone.now() - timedelta(seconds=60)
     run = make_run("e2e-growing", status=Run.Status.RUNNING, started_at=origin, steps_used=101)
     Step.objects.bulk_create(
-        Step(
-            run=run,
-            position=p,
-            step_id=f"{p}-work",
-            kind="compute",
-            name=f"work-{p}",
-            started_at=origin + timedelta(seconds=p / 2),
-            finished_at=origin + timedelta(seconds=p / 2 + 0.4),
-        )
+        step_row(run, p, kind="compute", name="work", start_ms=p * 500, duration_ms=400)
         for p in range(101)
     )
     effects = {p: make_effect(run, p, tool="lookup_order").pk for p in range(1, 101, 5)}
@@ -135,15 +127,7 @@ def test_a_new_step_is_appended_and_the_rows_shown_rescale(page, live_server, bo
     # A step running for a minute more: the axis doubles.
     effects[101] = make_effect(run, 101, tool="lookup_order").pk
     Run.objects.filter(pk=run.pk).update(steps_used=102, updated_at=timezone.now())
-    Step.objects.create(
-        run=run,
-        position=101,
-        step_id="101-work",
-        kind="compute",
-        name="work-101",
-        started_at=origin + timedelta(seconds=60),
-        finished_at=origin + timedelta(seconds=120),
-    )
+    make_step(run, 101, kind="compute", name="work", start_ms=60_000, duration_ms=60_000)
     expect(page.locator("#step-101")).to_be_visible(timeout=2_000)
     assert polled and max(polled) < 5_000, polled  # the new row, not the 100 rows shown
     expect(page.locator("#step-1")).to_have_count(0)

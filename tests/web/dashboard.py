@@ -38,7 +38,13 @@ def make_run(
     return run
 
 
-def make_step(
+def make_step(run: Run, position: int, **fields: Any) -> Step:
+    step = step_row(run, position, **fields)
+    step.save()
+    return step
+
+
+def step_row(
     run: Run,
     position: int,
     *,
@@ -48,8 +54,9 @@ def make_step(
     duration_ms: float = 10,
     **fields: Any,
 ) -> Step:
+    """A step of `run`, not saved (for bulk_create): it started `start_ms` after the run."""
     started = (run.started_at or T0) + timedelta(milliseconds=start_ms)
-    return Step.objects.create(
+    return Step(
         run=run,
         position=position,
         step_id=f"{position}-{name}",

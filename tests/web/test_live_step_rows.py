@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from durableruns.models import Run, Step
-from tests.web.dashboard import make_effect, make_run
+from tests.web.dashboard import make_effect, make_run, step_row
 
 pytestmark = pytest.mark.django_db
 
@@ -30,17 +30,9 @@ def _headers(body: str) -> dict[str, str]:
 
 
 def _step(run: Run, position: int, **fields) -> Step:
-    started = run.started_at + timedelta(seconds=position)
-    return Step(
-        run=run,
-        position=position,
-        step_id=f"{position}-lookup",
-        kind="tool",
-        name="lookup_order",
-        started_at=started,
-        finished_at=started + timedelta(milliseconds=5),
-        lease_number=1,
-        **fields,
+    """A 5 ms lookup each second of the run, in its first lease."""
+    return step_row(
+        run, position, start_ms=position * 1000, duration_ms=5, lease_number=1, **fields
     )
 
 
@@ -140,3 +132,24 @@ def test_a_change_to_rows_already_shown_renders_the_whole_region(client, long_ru
     body = _poll(client, long_run, headers).content.decode()
     assert body.lstrip().startswith('<section id="run-live"')
     assert body.count('class="step step-') == 100
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "9" * 100_000,  # huge
+        "100-199-100-\x00" + "a" * 15,  # NUL
+        "199-100-0-" + "0" * 16,  # last before first
+        "0-999999999-999999999-" + "f" * 16,  # a window the run never had
+        "100-199-100-" + "g" * 16,  # not a frame
+        "-1-199-100-" + "0" * 16,
+    ],
+)
+def test_a_hostile_rows_header_gets_the_whole_region(client, long_run, rows):
+    """The header is the browser's word about what it shows, so a forged or broken one
+    may only cost a full render: never a 500, never rows the page lacks."""
+    headers = _headers(_page(client, long_run))
+    _add_step(long_run, 200)
+    response = _poll(client, long_run, {**headers, "X-Live-Rows": rows})
+    assert response.status_code == 200
+    assert response.content.decode().lstrip().startswith('<section id="run-live"')
