@@ -46,7 +46,7 @@ def _counter_key(kind: str, outcome: str) -> str:
 # for Redis, a Redis outage cannot slow or fail a run, and a worker finishing hundreds
 # of runs a second does not make two Redis round trips for each.
 _pending: Counter[tuple[str, str]] = Counter()
-_flushed_at = [0.0]
+_flushed_at = 0.0  # time.monotonic() of this process's last flush
 
 
 def count_step(kind: str, outcome: str) -> None:
@@ -56,10 +56,11 @@ def count_step(kind: str, outcome: str) -> None:
 def flush_step_counts(at_most_every: float = 0.0) -> None:
     """Add this process's counts to the shared counters, unless they were added less
     than `at_most_every` seconds ago; a failure keeps them for later."""
+    global _flushed_at
     now = time.monotonic()
-    if not _pending or now - _flushed_at[0] < at_most_every:
+    if not _pending or now - _flushed_at < at_most_every:
         return
-    _flushed_at[0] = now
+    _flushed_at = now
     while _pending:
         (kind, outcome), count = _pending.popitem()
         key = _counter_key(kind, outcome)

@@ -184,7 +184,7 @@ MUTATIONS = [
     (
         "a changed inbox poll reads the inbox version once",
         "durableruns/web/approvals.py",
-        '        "live_version": next_version(),',
+        '        "live_version": next_version,',
         '        "live_version": live.inbox_version([a.pk for a in new])[0],',
         "tests/web/test_inbox_live.py",
     ),

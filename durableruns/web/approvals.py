@@ -153,7 +153,7 @@ def _poll(
         "newest_pk": max([since, *(a.pk for a in new)]),
         # The page, once this answer is swapped in, shows the new cards (pending when
         # read) and none of those gone: read before them, as a full page's version is.
-        "live_version": next_version(),
+        "live_version": next_version,
         "new_count": len(new),
         "pending_count": pending().count(),
     }

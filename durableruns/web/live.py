@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from django.db import connections, router
@@ -192,7 +191,7 @@ def unchanged(request: HttpRequest, version: str) -> bool:
     return bool(request.htmx) and request.headers.get(HEADER) == version
 
 
-def inbox_version(shown: list[int]) -> tuple[str, list[int], Callable[[], str]]:
+def inbox_version(shown: list[int]) -> tuple[str, list[int], str]:
     """The inbox poll's version, the shown approvals that left the queue, and the version
     of the page once it has swapped them out (for the answer's next poll: read now, before
     the answer's content, so a change in between makes the next poll render again).
@@ -205,7 +204,7 @@ def inbox_version(shown: list[int]) -> tuple[str, list[int], Callable[[], str]]:
     decided = Approval.objects.exclude(state=Approval.State.PENDING)
     latest = decided.aggregate(latest=Max("decided_at"))["latest"]
     gone = sorted(decided.filter(pk__in=shown).values_list("pk", flat=True)) if shown else []
-    return _inbox_hash(newest, latest, gone), gone, lambda: _inbox_hash(newest, latest, [])
+    return _inbox_hash(newest, latest, gone), gone, _inbox_hash(newest, latest, [])
 
 
 def _inbox_hash(newest: int | None, latest: Any, gone: list[int]) -> str:
