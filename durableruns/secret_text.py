@@ -25,6 +25,7 @@ encrypted (engine/vault.py): redaction never changes what agent code receives.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -268,13 +269,17 @@ def _load_rules() -> Rules:
 
 def rules_changed() -> None:
     """Called when a RedactionRule is saved or deleted: forget every cached copy."""
-    cache.delete(CACHE_KEY)
     with _lock:
         _local["rules"] = None
+    try:
+        cache.delete(CACHE_KEY)
+    except Exception:
+        # The rule is saved in Postgres; other processes see it when their copy expires.
+        log.warning("redaction rules: the shared copy could not be dropped", exc_info=True)
 
 
 def _admin_rules() -> list[tuple[str, str]] | None:
-    stored = cache.get(CACHE_KEY)
+    stored = _shared_copy()
     if stored is not None:
         return stored
     try:
@@ -287,8 +292,31 @@ def _admin_rules() -> list[tuple[str, str]] | None:
         # admins' rules are loaded again on the next call.
         log.warning("redaction rules unavailable; using the settings' rules only")
         return None
-    cache.set(CACHE_KEY, stored, timeout=60)
+    with contextlib.suppress(Exception):  # Redis is only a cache: Postgres answered
+        cache.set(CACHE_KEY, stored, timeout=60)
     return stored
+
+
+def _shared_copy() -> list[tuple[str, str]] | None:
+    """The admins' rules as another process cached them in Redis, or None when Redis
+    does not answer or holds something else under the key (another version, another
+    application sharing the database): then Postgres is asked, as after an expiry."""
+    try:
+        stored = cache.get(CACHE_KEY)
+    except Exception:
+        log.warning("redaction rules: Redis unavailable, reading them from the database")
+        return None
+    if not isinstance(stored, list) or not all(_is_rule(pair) for pair in stored):
+        return None
+    return [(kind, value) for kind, value in stored]
+
+
+def _is_rule(pair: object) -> bool:
+    return (
+        isinstance(pair, list | tuple)
+        and len(pair) == 2
+        and all(isinstance(part, str) for part in pair)
+    )
 
 
 def _build_rules(admin: list[tuple[str, str]]) -> Rules:

@@ -48,6 +48,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
+from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 USER_FACTOR = 4  # a username from anywhere may fail this many times the per-address limit
@@ -71,7 +72,10 @@ _REFUSALS = {
     "username": "Too many failed attempts for this username.",
     "address": "Too many failed sign-ins from your network.",
     "busy": "Another sign-in from your network is being checked; try again in a moment.",
+    "unavailable": "Sign-in is briefly unavailable: its attempt counters cannot be reached.",
 }
+UNAVAILABLE_RETRY_SECONDS = 30
+_TITLES = {"busy": "Sign-in busy", "unavailable": "Sign-in unavailable"}
 
 
 @login_not_required
@@ -79,6 +83,16 @@ _REFUSALS = {
 def login(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _login_view(request)
+    try:
+        return _counted_login(request)
+    except RedisError:
+        # Without its counters the throttle cannot limit guesses, so no password is
+        # checked (fail closed: taking Redis down must not buy unlimited attempts).
+        log.error("login refused: the attempt counters (Redis) are unavailable")
+        return _throttled(request, "unavailable", UNAVAILABLE_RETRY_SECONDS)
+
+
+def _counted_login(request: HttpRequest) -> HttpResponse:
     user = canonical(request.POST.get("username", ""))
     device = _known_device(request, user)
     address = client_address(request)
@@ -92,8 +106,9 @@ def login(request: HttpRequest) -> HttpResponse:
             return _throttled(request, over[0][0], max(_seconds_left(key) for _, key in over))
         response = _login_view(request)
     if response.status_code == 302:  # the right password: this attempt was no failure
-        _forgive(slots)
         _remember_device(response, user)
+        with contextlib.suppress(RedisError):  # signed in already; slots expire anyway
+            _forgive(slots)
     return response
 
 
@@ -116,8 +131,10 @@ def _one_check_per_address(address: str, device: str | None) -> Iterator[bool]:
     try:
         yield True
     finally:
-        if cache.get(key) == claim:  # never another attempt's, should ours have expired
-            cache.delete(key)
+        # A claim that cannot be freed expires by itself (CHECK_CLAIM_SECONDS).
+        with contextlib.suppress(RedisError):
+            if cache.get(key) == claim:  # never another attempt's, should ours have expired
+                cache.delete(key)
 
 
 def canonical(username: str) -> str:
@@ -255,17 +272,19 @@ def _seconds_left(key: str) -> int:
 
 def _throttled(request: HttpRequest, kind: str, seconds: int) -> HttpResponse:
     minutes = math.ceil(seconds / 60)
+    plural = "s" * (minutes != 1)
     detail = f"{_REFUSALS[kind]} Your password was not checked."
-    if kind not in ("device", "busy"):
+    if kind not in ("device", "busy", "unavailable"):
         detail += " If this is your account, sign in from a browser you signed in with before."
-    busy = kind == "busy"
+    busy = kind in ("busy", "unavailable")
+    status = 503 if kind == "unavailable" else 429
     context = {
-        "status": 429,
-        "title": "Sign-in busy" if busy else "Too many failed attempts",
+        "status": status,
+        "title": _TITLES.get(kind, "Too many failed attempts"),
         "detail": detail,
-        "retry_after_text": "a second" if busy else f"{minutes} minute{'s' * (minutes != 1)}",
+        "retry_after_text": "a second" if kind == "busy" else f"{minutes} minute{plural}",
         "retry_at": None if busy else datetime.fromtimestamp(time.time() + seconds, tz=UTC),
     }
-    response = render(request, "429.html", context, status=429)
+    response = render(request, "429.html", context, status=status)
     response["Retry-After"] = str(seconds)
     return response
