@@ -41,7 +41,7 @@ CONFLICT = {409: OpenApiResponse(s.ErrorSerializer, "the run is not in a state f
 
 
 def _require(request: Request, perm: str) -> None:
-    if not request.user.has_perm(perm):
+    if not roles.has(request.user, perm):
         raise PermissionDenied(f"needs {perm}")
 
 

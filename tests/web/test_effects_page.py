@@ -166,8 +166,8 @@ def test_it_uses_a_constant_number_of_queries(client, alice, django_assert_num_q
     for position in range(rows):
         make_effect(run, position)
     client.force_login(alice)
-    # session, user, user permissions, group permissions, the nav's pending approvals
+    # session, user, permissions (own and the roles', one query), the nav's pending approvals
     # (alice reviews), effects page
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(5):
         response = client.get(URL)
     assert len(_keys(response)) == rows

@@ -265,7 +265,7 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
     for position in range(rows):
         make_effect(run, position, state="unknown")
     client.force_login(bob)
-    # session, user, user permissions, group permissions, unknown effects
-    with django_assert_num_queries(5):
+    # session, user, permissions (own and the roles', one query), unknown effects
+    with django_assert_num_queries(4):
         response = client.get(URL)
     assert response.content.decode().count('<article class="escalation"') == rows

@@ -589,10 +589,10 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
         make_step(run, position, start_ms=position * 10)
         make_effect(run, position)
     client.force_login(bob)
-    # session, user, user permissions, group permissions, the live version (read before
-    # the run, views.run), run, steps, effects, approvals, audit trail, child runs,
+    # session, user, permissions (own and the roles', one query), the live version (read
+    # before the run, views.run), run, steps, effects, approvals, audit trail, child runs,
     # waiting steps (the time budget)
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(11):
         response = client.get(_url(run))
     assert response.content.decode().count('class="step step-') == steps
 

@@ -314,9 +314,9 @@ def test_it_uses_a_constant_number_of_queries(client, bob, django_assert_num_que
     for index in range(rows):
         make_run(status=Run.Status.RUNNING if index % 2 else Run.Status.FAILED, created_by=bob)
     client.force_login(bob)
-    # session, user, user's permissions, group permissions, runs page, status counts,
+    # session, user, permissions (own and the roles', one query), runs page, status counts,
     # the user's saved views
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(6):
         response = client.get(URL)
     assert len(_shown(response)) == rows
 
