@@ -40,13 +40,17 @@ class DurableRunsConfig(AppConfig):
 
     def _watch_redaction_rules(self) -> None:
         """Every process drops its cached redaction rules when an admin changes one."""
+        from django.db import transaction
         from django.db.models.signals import post_delete, post_save
 
         from .engine.redaction import rules_changed
         from .models import RedactionRule
 
         def changed(**kwargs: object) -> None:
+            # Now, for this process's own next write; and once the change is visible
+            # to the others, so a copy they read before it is not taken (secret_text).
             rules_changed()
+            transaction.on_commit(rules_changed)
 
         post_save.connect(changed, sender=RedactionRule, weak=False)
         post_delete.connect(changed, sender=RedactionRule, weak=False)

@@ -114,6 +114,7 @@ CARD_CANDIDATE = r"\b(?:\d[ .\-]{0,2}){12,18}\d\b"
 # and a change clears the shared cache so other processes reload within this time.
 LOCAL_TTL_SECONDS = 2.0
 CACHE_KEY = "durableruns:redaction-rules"
+GENERATION_KEY = "durableruns:redaction-rules-generation"
 _KEY_CACHE_LIMIT = 10_000
 
 log = logging.getLogger(__name__)
@@ -268,18 +269,25 @@ def _load_rules() -> Rules:
 
 
 def rules_changed() -> None:
-    """Called when a RedactionRule is saved or deleted: forget every cached copy."""
+    """Called when a RedactionRule is saved or deleted (and again once that commits):
+    forget this process's copy and move the shared copy's generation on.
+
+    A generation, not a delete: another process may have read the rules just before
+    the change committed and share that older copy just after it was announced. Its
+    copy carries the generation it read first, which is then no longer current, so
+    nobody takes it (a delete would have let it stand for the copy's minute)."""
     with _lock:
         _local["rules"] = None
     try:
-        cache.delete(CACHE_KEY)
+        cache.add(GENERATION_KEY, 0, timeout=None)
+        cache.incr(GENERATION_KEY)
     except Exception:
         # The rule is saved in Postgres; other processes see it when their copy expires.
-        log.warning("redaction rules: the shared copy could not be dropped", exc_info=True)
+        log.warning("redaction rules: the shared copy could not be retired", exc_info=True)
 
 
 def _admin_rules() -> list[tuple[str, str]] | None:
-    stored = _shared_copy()
+    generation, stored = _shared_copy()
     if stored is not None:
         return stored
     try:
@@ -292,23 +300,30 @@ def _admin_rules() -> list[tuple[str, str]] | None:
         # admins' rules are loaded again on the next call.
         log.warning("redaction rules unavailable; using the settings' rules only")
         return None
-    with contextlib.suppress(Exception):  # Redis is only a cache: Postgres answered
-        cache.set(CACHE_KEY, stored, timeout=60)
+    if generation is not None:
+        with contextlib.suppress(Exception):  # Redis is only a cache: Postgres answered
+            cache.set(CACHE_KEY, {"generation": generation, "rules": stored}, timeout=60)
     return stored
 
 
-def _shared_copy() -> list[tuple[str, str]] | None:
-    """The admins' rules as another process cached them in Redis, or None when Redis
-    does not answer or holds something else under the key (another version, another
-    application sharing the database): then Postgres is asked, as after an expiry."""
+def _shared_copy() -> tuple[int | None, list[tuple[str, str]] | None]:
+    """(the current generation, the admins' rules another process shared at it), read
+    in one round trip. The rules are None when Redis does not answer (generation None
+    too: nothing is shared then), when the copy is of an older generation, or when
+    the key holds something else (another version, another application sharing the
+    database): then Postgres is asked, as after an expiry."""
     try:
-        stored = cache.get(CACHE_KEY)
+        found = cache.get_many([GENERATION_KEY, CACHE_KEY])
     except Exception:
         log.warning("redaction rules: Redis unavailable, reading them from the database")
-        return None
+        return None, None
+    generation, copy = found.get(GENERATION_KEY, 0), found.get(CACHE_KEY)
+    if not isinstance(copy, dict) or copy.get("generation") != generation:
+        return generation, None
+    stored = copy.get("rules")
     if not isinstance(stored, list) or not all(_is_rule(pair) for pair in stored):
-        return None
-    return [(kind, value) for kind, value in stored]
+        return generation, None
+    return generation, [(kind, value) for kind, value in stored]
 
 
 def _is_rule(pair: object) -> bool:

@@ -188,6 +188,41 @@ MUTATIONS = [
         '        "live_version": live.inbox_version([a.pk for a in new])[0],',
         "tests/web/test_inbox_live.py",
     ),
+    (
+        "the redaction rules come from Postgres when Redis does not answer",
+        "durableruns/secret_text.py",
+        '        log.warning("redaction rules: Redis unavailable, reading them from the database")',
+        "        raise",
+        "tests/web/test_cache_faults.py",
+    ),
+    (
+        "a rules entry in Redis that this code did not write is ignored",
+        "durableruns/secret_text.py",
+        "    if not isinstance(stored, list) or not all(_is_rule(pair) for pair in stored):",
+        "    if stored is None:",
+        "tests/web/test_cache_faults.py",
+    ),
+    (
+        "a login whose attempt counters are unreachable is refused (503), not let through",
+        "durableruns/web/login_throttle.py",
+        '        return _throttled(request, "unavailable", UNAVAILABLE_RETRY_SECONDS)',
+        "        return _login_view(request)  # fail open",
+        "tests/web/test_cache_faults.py",
+    ),
+    (
+        "a rules copy read before a change committed is not taken after it",
+        "durableruns/apps.py",
+        "            transaction.on_commit(rules_changed)",
+        "            pass",
+        "tests/engine/test_redaction_rules_shared.py",
+    ),
+    (
+        "a request reads its user's permissions in one query",
+        "durableruns/roles.py",
+        "        user._perm_cache = _permissions(user)",
+        "        pass",
+        "tests/security/test_permission_reads.py",
+    ),
 ]
 
 

@@ -103,12 +103,32 @@ def test_the_admins_rules_still_redact_while_redis_is_unreachable():
 
 @pytest.mark.parametrize(
     "garbage",
-    ["not a list", [["key"]], [["key", "iban", "extra"]], [[1, 2]], {"key": "iban"}, 7],
-    ids=["text", "short pair", "long triple", "numbers", "mapping", "number"],
+    [
+        "not a list",
+        [["key"]],
+        [["key", "iban", "extra"]],
+        [[1, 2]],
+        {"key": "iban"},
+        7,
+        {"generation": "current", "rules": "key iban"},
+        {"generation": "current", "rules": [["key", "iban", "extra"]]},
+    ],
+    ids=[
+        "text",
+        "short pair",
+        "long triple",
+        "numbers",
+        "mapping",
+        "number",
+        "current generation, text",
+        "current generation, triple",
+    ],
 )
 @pytest.mark.usefixtures("forgotten_rules")
 def test_a_rules_cache_entry_it_did_not_write_is_ignored(garbage):
     RedactionRule.objects.create(kind=RedactionRule.Kind.KEY, value="iban")
+    if isinstance(garbage, dict) and garbage.get("generation") == "current":
+        garbage = {**garbage, "generation": cache.get(secret_text.GENERATION_KEY, 0)}
     cache.set(secret_text.CACHE_KEY, garbage, timeout=60)
 
     stored = _stored_input("cache-garbage")
