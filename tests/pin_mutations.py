@@ -217,6 +217,13 @@ MUTATIONS = [
         "tests/engine/test_redaction_rules_shared.py",
     ),
     (
+        "changed inbox polls at one version count the pending approvals once",
+        "durableruns/web/live.py",
+        "    if seen == version:",
+        "    if False:",
+        "tests/web/test_inbox_live.py",
+    ),
+    (
         "a request reads its user's permissions in one query",
         "durableruns/roles.py",
         "        user._perm_cache = _permissions(user)",

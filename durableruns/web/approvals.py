@@ -155,7 +155,7 @@ def _poll(
         # read) and none of those gone: read before them, as a full page's version is.
         "live_version": next_version,
         "new_count": len(new),
-        "pending_count": pending().count(),
+        "pending_count": live.pending_count(next_version, pending().count),
     }
     return render(request, f"{TEMPLATE}#inbox-new", context)
 

@@ -210,3 +210,31 @@ def test_the_unfiltered_inbox_counts_its_pending_approvals_once(alice):
     # A filtered list counts what it shows, and the nav still counts every pending one.
     filtered = client.get(reverse("approvals") + "?q=nothing-matches").content.decode()
     assert ">3</span>" in filtered
+
+
+def _pending_counts(queries) -> list[dict]:
+    return [
+        q
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT COUNT(*) AS "__count" FROM "durableruns_approval"')
+    ]
+
+
+def test_changed_polls_at_one_inbox_version_count_the_pending_approvals_once(alice, carol):
+    """A hundred reviewers' changed polls after one change: the first counts, the others
+    at the same inbox version reuse its count; the next change counts again."""
+    _pending("r-old")
+    reviewers = [_client(alice), _client(carol)]
+    polls = [_poll_of(c.get(reverse("approvals")).content.decode()) for c in reviewers]
+    _pending("r-new")
+    with CaptureQueriesContext(connection) as queries:
+        answers = [c.get(url, headers=h) for c, (url, h) in zip(reviewers, polls, strict=True)]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert len(_pending_counts(queries)) == 1
+    assert all(">2</span>" in a.content.decode() for a in answers)
+
+    _pending("r-newer")
+    with CaptureQueriesContext(connection) as queries:
+        answer = reviewers[0].get(*polls[0][:1], headers=polls[0][1])
+    assert len(_pending_counts(queries)) == 1
+    assert ">3</span>" in answer.content.decode()
