@@ -113,8 +113,11 @@ CARD_CANDIDATE = r"\b(?:\d[ .\-]{0,2}){12,18}\d\b"
 # Rules change rarely and are read on every write: a process keeps them this long,
 # and a change clears the shared cache so other processes reload within this time.
 LOCAL_TTL_SECONDS = 2.0
-CACHE_KEY = "durableruns:redaction-rules"
-GENERATION_KEY = "durableruns:redaction-rules-generation"
+# The key names the entry's format: processes of two versions share Redis during a
+# rolling deploy, and the version before this one answered 500 on every write it
+# redacted when it read this version's entry under its key (a list there, a dict here).
+CACHE_KEY = "durableruns:redaction-rules:v2"
+GENERATION_KEY = "durableruns:redaction-rules:v2:generation"
 _KEY_CACHE_LIMIT = 10_000
 
 log = logging.getLogger(__name__)

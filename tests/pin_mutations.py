@@ -217,6 +217,13 @@ MUTATIONS = [
         "tests/engine/test_redaction_rules_shared.py",
     ),
     (
+        "the shared rules entry never takes the key the previous version reads",
+        "durableruns/secret_text.py",
+        'CACHE_KEY = "durableruns:redaction-rules:v2"',
+        'CACHE_KEY = "durableruns:redaction-rules"',
+        "tests/engine/test_redaction_rules_shared.py",
+    ),
+    (
         "changed inbox polls at one version count the pending approvals once",
         "durableruns/web/live.py",
         "    if seen == version:",

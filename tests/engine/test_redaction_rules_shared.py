@@ -60,3 +60,19 @@ def test_a_deleted_rule_is_not_brought_back_by_an_older_copy():
 
     _forget_local_copy()
     assert secret_text.redact_text("GB33") == "GB33"
+
+
+def test_it_never_writes_the_key_the_previous_version_reads():
+    """During a rolling deploy the previous version reads a bare list of pairs under
+    `durableruns:redaction-rules`; this version's entry has another shape, so it goes
+    under a key of its own (the previous version answered 500 on reading it)."""
+    from django.core.cache import cache
+
+    previous = [["key", "iban"]]
+    cache.set("durableruns:redaction-rules", previous, timeout=60)
+    RedactionRule.objects.create(kind=RedactionRule.Kind.KEY, value="token_id")
+    _forget_local_copy()
+
+    assert "tokenid" in secret_text.current_rules().keys
+    assert cache.get("durableruns:redaction-rules") == previous
+    assert cache.get(secret_text.CACHE_KEY)["rules"] == [("key", "token_id")]
