@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from django.shortcuts import render
 from django.utils.dateparse import parse_datetime
 
@@ -133,6 +133,22 @@ def problem(request: HttpRequest, status: int, title: str, detail: str) -> HttpR
     return response
 
 
+def _check_body_complete(request: HttpRequest) -> None:
+    """A body shorter than its Content-Length: the client stopped (or was killed) after
+    its headers. WSGI servers pass the short body on as if it were whole, and a view
+    acts on it: an empty one parsed as `{}` and executed, and under an Idempotency-Key
+    it took the key, so the client's retry was refused as "a different request"."""
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    if not declared.isdigit():
+        return  # none (or not a number): Django reads no body at all
+    try:
+        received, expected = len(request.body), int(declared)
+    except UnreadablePostError:  # gunicorn raises where Django's own server returns less
+        raise InvalidInput("the request body", "ended before its Content-Length") from None
+    if received < expected:
+        raise InvalidInput("the request body", f"ended after {received} of {expected} bytes")
+
+
 class InputValidationMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -161,6 +177,7 @@ def _check_request(request: HttpRequest) -> None:
     content_type = request.content_type or ""
     if request.method not in {"POST", "PUT", "PATCH", "DELETE"}:
         return
+    _check_body_complete(request)
     if content_type in {"application/x-www-form-urlencoded", "multipart/form-data"} and not (
         request.path_info.startswith("/api/")  # DRF reads (and refuses) forms itself
     ):

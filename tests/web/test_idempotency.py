@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import uuid
 from collections import Counter
@@ -296,3 +297,32 @@ def test_it_prunes_periodically_from_the_sweep_leader(client, settings, leader_t
     leader_tick()
 
     assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == [recent]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sent", [0, 7], ids=["no body", "half a body"])
+def test_a_request_cut_off_before_its_body_ends_claims_nothing(live_server, sent):
+    """A client killed between its headers and the end of its body (a worker SIGKILLed
+    mid-call): the server reads a short body; claiming the key with it executed the
+    view on `{}` and answered the real request's retry 422, "a different request"."""
+    key = _key()
+    body = json.dumps({"amount": 5}).encode()
+    address = live_server.url.removeprefix("http://").split(":")
+    head = (
+        f"POST /test/charge HTTP/1.1\r\nHost: {address[0]}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"Idempotency-Key: {key}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection((address[0], int(address[1])), timeout=10) as cut:
+        cut.sendall(head + body[:sent])
+        cut.shutdown(socket.SHUT_WR)  # the process died: nothing more will come
+        answer = cut.recv(4096).split(b"\r\n", 1)[0]
+
+    retry = httpx.post(
+        f"{live_server.url}/test/charge", content=body, timeout=30,
+        headers={"Idempotency-Key": key, "Content-Type": "application/json"},
+    )  # fmt: skip
+
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    assert (retry.status_code, retry.json()["amount"]) == (201, 5)
+    assert EXECUTIONS[key] == 1
