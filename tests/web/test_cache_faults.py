@@ -13,6 +13,7 @@ import durableruns as dr
 from durableruns import secret_text
 from durableruns.engine.runs import start_run
 from durableruns.models import Approval, RedactionRule, Run
+from tests.web.dashboard import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -27,20 +28,11 @@ UNREACHABLE = {
 
 
 def _pending(run_id: str, payload: dict) -> Approval:
-    run = Run.objects.create(
-        id=run_id,
-        agent="refund-bot",
-        agent_version="1",
-        input=payload,
-        status=Run.Status.AWAITING_APPROVAL,
-        max_steps=10,
-        max_duration_seconds=60,
-    )
+    run = make_run(run_id, status=Run.Status.AWAITING_APPROVAL)
     return Approval.objects.create(
         run=run,
         position=2,
         name="approve-refund",
-        summary="Refund 250.00",
         payload=payload,
         allowed=["approve", "reject"],
         guards={"tool": "refund", "args": payload},
