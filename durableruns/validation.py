@@ -139,8 +139,11 @@ def _check_body_complete(request: HttpRequest) -> None:
     acts on it: an empty one parsed as `{}` and executed, and under an Idempotency-Key
     it took the key, so the client's retry was refused as "a different request"."""
     declared = request.META.get("CONTENT_LENGTH") or ""
-    if not declared.isdigit():
-        return  # none (or not a number): Django reads no body at all
+    if not declared:
+        return
+    if not (declared.isascii() and declared.isdigit()):
+        # "²" passes isdigit() and not int(); "١٢" passes both, and Django would read it
+        raise InvalidInput("Content-Length", "is not a number of bytes")
     try:
         received, expected = len(request.body), int(declared)
     except UnreadablePostError:  # gunicorn raises where Django's own server returns less

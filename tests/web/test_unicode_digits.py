@@ -40,3 +40,16 @@ def test_a_bulk_batch_refuses_a_progress_count_of_unicode_digits_and_changes_not
 def test_an_agent_version_with_unicode_digits_still_orders():
     versions = ["1.10", "1.²", "1.9", "1.x", "2"]
     assert sorted(versions, key=registry._version_order) == ["1.9", "1.10", "1.x", "1.²", "2"]
+
+
+@pytest.mark.parametrize("declared", ["²", "١٢", "1²"])
+def test_a_content_length_of_unicode_digits_is_no_server_error(client, alice, declared):
+    """A Content-Length of anything but ASCII digits is malformed HTTP: a 400, whether
+    `int()` refuses it ("²") or would read it ("١٢" is 12 to Python)."""
+    client.force_login(alice)
+    answer = client.generic(
+        "POST", reverse("approvals"), b"", content_type="application/json",
+        CONTENT_LENGTH=declared,
+    )  # fmt: skip
+    assert answer.status_code == 400
+    assert b"Content-Length" in answer.content
