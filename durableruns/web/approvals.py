@@ -95,7 +95,7 @@ class InboxFilters:
     @property
     def all_pending(self) -> bool:
         """Every pending approval, whatever the order: the list's count is the inbox's."""
-        return self.view == "pending" and not (self.agent or self.started_by or self.age or self.q)
+        return self.view == "pending" and not self.narrowed
 
     def query(self, **override: str) -> str:
         """The query string of these filters, with `override` applied (for links)."""

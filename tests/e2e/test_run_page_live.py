@@ -106,17 +106,16 @@ def test_a_new_step_is_appended_and_the_rows_shown_rescale(page, live_server, bo
         for p in range(101)
     )
     effects = {p: make_effect(run, p, tool="lookup_order").pk for p in range(1, 101, 5)}
+
+    def changed_poll(answer) -> bool:
+        return bool(
+            answer.request.headers.get("hx-request")
+            and answer.url.endswith(f"/runs/{run.id}/")
+            and answer.status == 200
+        )
+
     changed: list = []  # the poll answers that changed the page
-    page.on(
-        "response",
-        lambda r: (
-            changed.append(r)
-            if r.request.headers.get("hx-request")
-            and r.url.endswith(f"/runs/{run.id}/")
-            and r.status == 200
-            else None
-        ),
-    )
+    page.on("response", lambda r: changed.append(r) if changed_poll(r) else None)
     log_in(page, live_server.url, "bob", f"/runs/{run.id}/")
     expect(page.locator(STEPS)).to_have_count(100)  # steps #1 to #100
     expect(page.locator(f"#effect-{effects[1]}")).to_be_visible()
@@ -124,17 +123,14 @@ def test_a_new_step_is_appended_and_the_rows_shown_rescale(page, live_server, bo
     assert 0.75 < before < 0.9, before  # 50 s into an axis of about a minute
     page.evaluate("document.getElementById('step-50').sameNode = true")
 
-    # A step running for a minute more: the axis doubles.
-    effects[101] = make_effect(run, 101, tool="lookup_order").pk
-    Run.objects.filter(pk=run.pk).update(steps_used=102, updated_at=timezone.now())
-    make_step(run, 101, kind="compute", name="work", start_ms=60_000, duration_ms=60_000)
+    # A step running for a minute more: the axis doubles. Waiting for the changed
+    # answer itself, not only for the row: the row can show before Playwright hands the
+    # answer to the listener (CI once saw the row and an empty list).
+    with page.expect_response(changed_poll, timeout=2_000):
+        effects[101] = make_effect(run, 101, tool="lookup_order").pk
+        Run.objects.filter(pk=run.pk).update(steps_used=102, updated_at=timezone.now())
+        make_step(run, 101, kind="compute", name="work", start_ms=60_000, duration_ms=60_000)
     expect(page.locator("#step-101")).to_be_visible(timeout=2_000)
-    # The listener runs when Playwright next dispatches events, which may be after the
-    # swap was seen (CI once saw the row and an empty list): give it those turns.
-    for _ in range(40):
-        if changed:
-            break
-        page.wait_for_timeout(50)
     polled = [len(answer.body()) for answer in changed]
     assert polled and max(polled) < 5_000, polled  # the new row, not the 100 rows shown
     expect(page.locator("#step-1")).to_have_count(0)
