@@ -453,7 +453,7 @@ def _own_waits(record: Run) -> float:
     parent's time). One query over the few waiting steps, whatever the window shows,
     reading a sleep's wake-up time and no result (a child step's is its child's whole
     result)."""
-    own = record.steps.filter(kind__in=(*WAITS, Step.Kind.SLEEP))
+    own = record.steps.filter(kind__in=Step.WAITING_KINDS)
     if record.parent_id and record.fork_position is not None:
         own = own.exclude(position__lt=record.fork_position, lease_number=0)
     rows = own.annotate(until=KT("result__until")).values_list(

@@ -4,10 +4,13 @@ trail, actions by role."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -18,7 +21,14 @@ from durableruns.templatetags.dashboard import seconds
 from durableruns.web import step_window
 from durableruns.web.timeline import duration_text
 from tests.conftest import wait_for
-from tests.web.dashboard import T0, make_effect, make_run, make_step, rung_fixture  # noqa: F401 - fixture
+from tests.web.dashboard import (  # noqa: F401 - fixture
+    T0,
+    make_effect,
+    make_run,
+    make_step,
+    rung_fixture,
+    step_row,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -627,3 +637,55 @@ def test_an_axis_of_months_has_a_few_ticks_in_days():
 
     labels = [tick.label for tick in _ticks(340 * 86_400)]
     assert len(labels) <= 7 and labels[1].endswith(" d")
+
+
+def _step_rows_read(sql: str) -> int:
+    """Rows of durableruns_step that Postgres visited executing `sql` (EXPLAIN ANALYZE):
+    those a scan returned plus those its filter threw away."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+
+    def read(node: dict) -> int:
+        own = 0
+        if node.get("Relation Name") == "durableruns_step":
+            kept, dropped = node["Actual Rows"], node.get("Rows Removed by Filter", 0)
+            own = round((kept + dropped) * node["Actual Loops"])
+        return own + sum(read(child) for child in node.get("Plans", []))
+
+    return read(plan[0]["Plan"])
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="reads Postgres's plans")
+def test_a_long_runs_page_reads_a_windows_worth_of_steps_whatever_the_plan(client, bob):
+    """The statistics of a real table describe its many short runs, so the planner takes
+    a new long run for a handful of steps. It then read all 3,000 of that run's steps
+    for the window and again for its waiting steps, on every render and changed poll."""
+    short = [make_run(f"short-{i}", steps_used=5) for i in range(200)]
+    Step.objects.bulk_create(step_row(run, p) for run in short for p in range(5))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE durableruns_step")
+    run = make_run("long", status=Run.Status.RUNNING, steps_used=3000, max_steps=5000)
+    kinds = {500: Step.Kind.SLEEP, 1500: Step.Kind.APPROVAL, 2999: Step.Kind.TOOL}
+    Step.objects.bulk_create(
+        step_row(run, p, kind=kinds.get(p, Step.Kind.TOOL), start_ms=p) for p in range(3000)
+    )
+    client.force_login(bob)
+    for query in ("", "?before=2500"):
+        with CaptureQueriesContext(connection) as captured:
+            body = client.get(_url(run) + query).content.decode()
+        assert body.count('class="step step-') == step_window.WINDOW
+        read = sum(_step_rows_read(q["sql"]) for q in captured.captured_queries)
+        assert read <= 3 * step_window.SPAN, (query, read)
+
+
+def test_a_gap_wider_than_the_window_still_shows_a_full_window(client, bob):
+    """Positions are dense but for a fan-out's branches under way: a gap wider than the
+    range the window's query reads falls back to reading without it."""
+    run = make_run("gappy", status=Run.Status.RUNNING, steps_used=100, max_steps=1000)
+    positions = [*range(50), *range(500, 550)]
+    Step.objects.bulk_create(step_row(run, p, start_ms=p) for p in positions)
+    client.force_login(bob)
+    body = client.get(_url(run)).content.decode()
+    assert body.count('class="step step-') == 100
