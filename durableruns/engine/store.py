@@ -34,7 +34,7 @@ from django.db import (
     connections,
     transaction,
 )
-from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
+from django.db.models import CharField, DateTimeField, ExpressionWrapper, F, Func, Q, Value
 from django.db.models.functions import Coalesce, Now
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
@@ -370,35 +370,42 @@ def process_of(owner: str) -> str:
     return process if separator else ""
 
 
+# process_of in SQL: everything before the owner's last "/" (no match: NULL).
+_PROCESS_OF_OWNER = "^(.*)/[^/]*$"
+
+
 def _scalar(sql: str, params: list[Any]) -> Any:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone()[0]
 
 
-def take_over_dead_owners(batch: int = 500) -> list[str]:
+def take_over_dead_owners() -> list[str]:
     """Expire the lease of every running run whose owner process's lock is free (it
     died); returns their ids. The next executor takes the lease and bumps the fence,
     exactly as after a TTL expiry, so a late write of the old owner is still rejected.
-    One lock probe per live process, whatever the number of runs it holds."""
+    One lock probe per live process, whatever the number of runs it holds: the
+    processes are read in SQL (it read the owners of 500 runs, so among a fleet's
+    thousands of live runs a dead process could go unseen until its leases expired)."""
     if not owner_detection_enabled():
         return []
-    live = Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gte=Now())
-    by_process: dict[str, list[str]] = {}
-    for owner in live.order_by().values_list("lease_owner", flat=True)[:batch]:
-        # An owner naming no process (a worker of an older release) falls back to the TTL.
-        if process := process_of(owner):
-            by_process.setdefault(process, []).append(owner)
+    running = Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gte=Now())
+    live = running.annotate(
+        process=Func(
+            "lease_owner", Value(_PROCESS_OF_OWNER), function="substring", output_field=CharField()
+        )
+    )
+    # An owner naming no process (a worker of an older release) falls back to the TTL.
+    processes = live.exclude(process__isnull=True).exclude(process="")
     dead: list[str] = []
-    for process, owners in by_process.items():
+    for process in processes.order_by().values_list("process", flat=True).distinct():
         # Taking the lock in a transaction frees it at commit: the process is dead, and
         # nothing of its can take it again.
         with transaction.atomic():
             if not _scalar("SELECT pg_try_advisory_xact_lock(%s)", [process_lock_key(process)]):
                 continue
-            held = live.filter(lease_owner__in=owners)
-            run_ids = list(held.values_list("id", flat=True))
-            held.filter(pk__in=run_ids).update(lease_expires_at=Now(), rang_at=Now())
+            run_ids = list(live.filter(process=process).values_list("id", flat=True))
+            running.filter(pk__in=run_ids).update(lease_expires_at=Now(), rang_at=Now())
             for run_id in run_ids:
                 doorbell.ring(run_id)
             dead += run_ids

@@ -140,3 +140,39 @@ def test_it_takes_over_from_a_hung_owner_once_the_lease_expires(rung):
         Run.objects.filter(pk="hung").update(lease_expires_at=timezone.now())
         assert executor.advance("hung") == Run.Status.WAITING
     assert Run.objects.get(pk="hung").fence > lease.fence
+
+
+def test_a_dead_process_is_found_among_a_fleets_live_runs(rung):
+    """The sweep looked at the owners of the first 500 live runs only, so a process that
+    died while others held more than that (a fleet: 5 workers of 200 runs) waited out
+    the TTL, or for the others' runs to end, before its runs were taken over."""
+    soon = timezone.now() + timezone.timedelta(seconds=30)
+    Run.objects.bulk_create(
+        Run(
+            id=f"busy-{i:04d}",
+            agent="t-sleepy",
+            agent_version="1",
+            input={},
+            status=Run.Status.RUNNING,
+            max_steps=10,
+            max_duration_seconds=60,
+            lease_owner=f"living:2:y/{i:04d}",
+            lease_expires_at=soon,
+        )
+        for i in range(1_200)
+    )
+    Run.objects.create(
+        id="orphan",
+        agent="t-sleepy",
+        agent_version="1",
+        input={},
+        status=Run.Status.RUNNING,
+        max_steps=10,
+        max_duration_seconds=60,
+        lease_owner=f"{ELSEWHERE}/orphan",
+        lease_expires_at=soon + timezone.timedelta(seconds=1),
+    )
+    with _process_session("living:2:y"):
+        assert store.take_over_dead_owners() == ["orphan"]
+        assert store.take_over_dead_owners() == []
+    assert Run.objects.filter(lease_expires_at=soon).count() == 1_200
