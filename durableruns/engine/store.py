@@ -35,9 +35,9 @@ from django.db import (
     router,
     transaction,
 )
-from django.db.models import CharField, DateTimeField, ExpressionWrapper, F, Func, Q, Value
+from django.db.models import CharField, DateTimeField, ExpressionWrapper, F, Func, Model, Q, Value
 from django.db.models.functions import Coalesce, Now
-from django.db.models.sql import UpdateQuery
+from django.db.models.sql import Query, UpdateQuery
 from django.utils import timezone
 
 from ..models import CHECKPOINT_SCHEMA_VERSION, Effect, Run, Step
@@ -185,7 +185,7 @@ def stored(name: str, value: Any) -> tuple[Any, str]:
 def acquire_lease(run_id: str, owner: str) -> Lease | None:
     """Take the run if it is executable, due, and nobody holds a live lease."""
     ttl = settings.DURABLERUNS_LEASE_TTL
-    taken = list(Run.objects.raw(*_acquire_sql(DEFAULT_DB_ALIAS, ttl, run_id, owner)))
+    taken = _instances(Run, DEFAULT_DB_ALIAS, *_acquire_sql(DEFAULT_DB_ALIAS, ttl, run_id, owner))
     if not taken:
         return None
     lease = Lease(run_id, owner, taken[0].fence, ttl, record=taken[0])
@@ -439,9 +439,48 @@ def load_effects(run_id: str) -> dict[int, Effect]:
     return {effect.position: vault.unseal_into(effect) for effect in _rows_of_run(Effect, run_id)}
 
 
-def _rows_of_run[M: (Step, Effect)](model: type[M], run_id: str) -> Iterator[M]:
+def _rows_of_run[M: (Step, Effect)](model: type[M], run_id: str) -> list[M]:
     alias = router.db_for_read(model)
-    return iter(model._base_manager.raw(_rows_of_run_sql(model, alias), [run_id]).using(alias))
+    return _instances(model, alias, _rows_of_run_sql(model, alias), [run_id])
+
+
+def _instances[M: Model](model: type[M], alias: str, sql: str, params: list[Any]) -> list[M]:
+    """The rows `sql` returns, as `model` instances made as Model.objects.raw() makes
+    them, but with the columns' plan built once (_row_plan): raw() built it again per
+    query, 0.3 ms of CPU for a step's columns and 0.6 ms for a run's, more than the
+    query itself."""
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        columns = tuple(column[0] for column in cursor.description)
+        rows = cursor.fetchall()
+    names, positions, converters = _row_plan(model, alias, columns)
+    found = []
+    for row in rows:
+        values = [row[position] for position in positions]
+        for index, (functions, expression) in converters.items():
+            for function in functions:
+                values[index] = function(values[index], expression, connection)
+        found.append(model.from_db(alias, names, values))
+    return found
+
+
+@functools.cache
+def _row_plan(
+    model: type[Model], alias: str, columns: tuple[str, ...]
+) -> tuple[list[str], list[int], dict[int, tuple[list[Any], Any]]]:
+    """For rows of `columns`: the model's fields among them (in the model's order, as
+    from_db takes them), where each is in a row, and the database's and the fields'
+    converters of their values (JSON text to objects, and SQLite's types)."""
+    fields = [field for field in model._meta.concrete_fields if field.column in columns]
+    connection = connections[alias]
+    compiler = connection.ops.compiler("SQLCompiler")(Query(model), connection, alias)
+    converters = compiler.get_converters([field.get_col(model._meta.db_table) for field in fields])
+    return (
+        [field.attname for field in fields],
+        [columns.index(field.column) for field in fields],
+        converters,
+    )
 
 
 @functools.cache
