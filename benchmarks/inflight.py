@@ -49,9 +49,9 @@ class Sampler(threading.Thread):
     """Polls one process's RSS and the sessions on one database (only those named
     `app`, when given: the benchmark's own Django session is on durableruns' database)."""
 
-    def __init__(self, pid: int, database: str, app: str = "") -> None:
+    def __init__(self, pids: list[int], database: str, app: str = "") -> None:
         super().__init__(daemon=True)
-        self.pid, self.database, self.app = pid, database, app
+        self.pids, self.database, self.app = pids, database, app
         self.peak_rss = self.peak_sessions = 0
         self._stop = threading.Event()
 
@@ -65,7 +65,7 @@ class Sampler(threading.Thread):
                 ).fetchone()[0]
                 self.peak_sessions = max(self.peak_sessions, sessions)
                 try:
-                    self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
+                    self.peak_rss = max(self.peak_rss, sum(map(rss_bytes, self.pids)))
                 except (OSError, RuntimeError):
                     return  # the process ended
 
@@ -87,7 +87,9 @@ def _figures(runs: int, wall: float, durations: list[float]) -> dict[str, Any]:
 # --- durableruns ------------------------------------------------------------------
 
 
-def _durableruns(url: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+def _durableruns(url: str, sizes: tuple[int, ...], processes: int = 1) -> list[dict[str, Any]]:
+    """`processes` worker processes share the documented worker's threads and sessions:
+    more than one is one per core (README, "Sizing workers"), RSS their sum."""
     from django.db.models import F
 
     from durableruns.models import Run
@@ -95,10 +97,10 @@ def _durableruns(url: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     database = url.rsplit("/", 1)[1]
     results = []
     log_dir = Path(tempfile.mkdtemp(prefix="bench-inflight-"))
-    env = {"DURABLERUNS_DB_POOL_SIZE": str(POOL_SIZE), "PGAPPNAME": APP}
+    env = {"DURABLERUNS_DB_POOL_SIZE": str(POOL_SIZE // processes), "PGAPPNAME": APP}
     with workers(url, log_dir, **env) as pool:
-        worker = pool.threaded_worker(THREADS)
-        pool.wait_ready([worker])
+        started_workers = [pool.threaded_worker(THREADS // processes) for _ in range(processes)]
+        pool.wait_ready(started_workers)
         warm = create_runs(
             16, "bench-waiter", {"waits": 1, "seconds": 0.01}, f"w-{uuid.uuid4().hex[:6]}"
         )
@@ -108,7 +110,7 @@ def _durableruns(url: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
             run_ids = create_runs(
                 runs, "bench-waiter", {"waits": WAITS, "seconds": WAIT_SECONDS}, prefix
             )
-            sampler = Sampler(worker.pid, database, APP)
+            sampler = Sampler([worker.pid for worker in started_workers], database, APP)
             sampler.start()
             started = time.perf_counter()
             ring_all(run_ids, pool.queue)
@@ -120,7 +122,7 @@ def _durableruns(url: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
             )
             durations = [took.total_seconds() for took in spans.values_list("took", flat=True)]
             results.append({**_figures(runs, wall, durations), **peaks})
-            print(f"durableruns {runs}: {results[-1]}", file=sys.stderr, flush=True)
+            print(f"durableruns x{processes} {runs}: {results[-1]}", file=sys.stderr, flush=True)
     return results
 
 
@@ -150,7 +152,7 @@ def _peer(name: str, runs: int) -> dict[str, Any]:
             [sys.executable, "-m", "benchmarks.inflight", "--peer", name, str(runs), str(out)],
             cwd=ROOT,
         )
-        sampler = Sampler(proc.pid, database)
+        sampler = Sampler([proc.pid], database)
         sampler.start()
         if proc.wait(timeout=600) != 0:
             raise RuntimeError(f"peer {name} exited {proc.returncode}")
@@ -250,6 +252,9 @@ def measure(quick: bool) -> dict[str, Any]:
     url = setup_django("_inflight")
     sizes = SIZES["quick" if quick else "full"]
     systems: dict[str, Any] = {"durableruns": _durableruns(url, sizes)}
+    cores = os.cpu_count() or 1
+    if cores > 1:  # the restatement proposed in issue 23: one process per core
+        systems[f"durableruns x{cores}"] = _durableruns(url, sizes, processes=cores)
     for name in ("dbos", "langgraph"):
         try:
             systems[name] = [_peer(name, runs) for runs in sizes]
