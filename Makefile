@@ -39,9 +39,9 @@ test: venv
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(TEST_SELECT) $(PYTEST_ARGS)
 
-# The inner loop: everything but the process-killing (chaos) and browser (e2e) tests.
-# CI always runs `make test`.
-test-fast: TEST_SELECT = -m "not chaos and not e2e"
+# The inner loop: everything but the process-killing (chaos), browser (e2e) and
+# production-sized (scale) tests. CI always runs `make test`.
+test-fast: TEST_SELECT = -m "not chaos and not e2e and not scale"
 test-fast: test
 
 # Benchmarks (benchmarks/, never part of `make test`): the peers they compare with are

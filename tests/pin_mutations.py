@@ -2,7 +2,7 @@
 
 Run from a checkout: `python tests/pin_mutations.py`. It clones HEAD to a scratch
 directory, applies each break there in turn (never to this checkout), runs the named
-fast tests (`-m "not chaos and not e2e"`) with this checkout's venv, and prints
+fast tests (those `make test-fast` selects) with this checkout's venv, and prints
 "caught" or "MISSED" per guarantee; it exits non-zero if any break is missed. It needs
 the same Postgres and Redis as `make test` (DATABASE_URL/REDIS_URL, or the Makefile's
 defaults). Add a line to MUTATIONS with every guarantee you pin.
@@ -270,7 +270,7 @@ def main() -> int:
             target.write_text(text.replace(old, new, 1))
             command = [str(python), "-m", "pytest", "-q", "-x", *tests.split()]
             result = subprocess.run(
-                [*command, "-m", "not chaos and not e2e"],
+                [*command, "-m", "not chaos and not e2e and not scale"],
                 cwd=root,
                 env=env,
                 capture_output=True,

@@ -18,7 +18,9 @@ from durableruns.engine import store
 from durableruns.models import RetentionPolicy, Run, Step
 from durableruns.services import retention
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# 100,000 runs take two to three minutes to sweep here: CI runs it, the inner loop does not
+# (the batching itself is pinned by test_retention.py).
+pytestmark = [pytest.mark.scale, pytest.mark.django_db(transaction=True)]
 
 RUNS = 100_000
 
