@@ -244,6 +244,20 @@ MUTATIONS = [
         "        pass",
         "tests/security/test_permission_reads.py",
     ),
+    (
+        "the sweep probes every live process, however many runs are in flight",
+        "durableruns/engine/store.py",
+        'processes = live.exclude(process__isnull=True).exclude(process="")',
+        'processes = live.exclude(process__isnull=True).filter(pk__in=running.values("pk")[:500])',
+        "tests/engine/test_dead_owners.py",
+    ),
+    (
+        "a long run's page reads a window's worth of its steps, whatever the plan",
+        "durableruns/web/step_window.py",
+        "steps_qs.filter(position__gte=top - SPAN).order_by(",
+        "steps_qs.order_by(",
+        "tests/web/test_run_page.py",
+    ),
 ]
 
 
