@@ -91,13 +91,15 @@ def _newest_first(record: Run, steps_qs: QuerySet[Step], before: int | None) -> 
     run `ORDER BY position DESC LIMIT 101` read and sorted all its steps (11 ms at
     10,000 steps, on every render and changed poll); with the range it reads at most
     SPAN rows whatever plan it picks. A range short of the window (a gap wider than
-    the window, or positions not starting at 0) falls back to the unbounded query."""
+    the window, or positions not starting at 0) falls back to the unbounded query;
+    so does an empty one below `?before=`, which may sit in such a gap (below the
+    newest step, an empty range means the run has no steps)."""
     top: Any = before
     if top is None:
         newest = record.steps.order_by("-position").values("position")[:1]
         top = ExpressionWrapper(Subquery(newest) + 1, output_field=IntegerField())
     bounded = list(steps_qs.filter(position__gte=top - SPAN).order_by("-position")[: WINDOW + 1])
-    if len(bounded) > WINDOW or not bounded or bounded[-1].position == 0:
+    if len(bounded) > WINDOW or (bounded[-1].position == 0 if bounded else before is None):
         return bounded
     return list(steps_qs.order_by("-position")[: WINDOW + 1])
 

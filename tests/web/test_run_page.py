@@ -689,3 +689,6 @@ def test_a_gap_wider_than_the_window_still_shows_a_full_window(client, bob):
     client.force_login(bob)
     body = client.get(_url(run)).content.decode()
     assert body.count('class="step step-') == 100
+    # An older window whose range falls wholly in the gap still shows what is below it.
+    body = client.get(_url(run) + "?before=500").content.decode()
+    assert body.count('class="step step-') == 50
