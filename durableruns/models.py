@@ -213,6 +213,11 @@ LANGGRAPH_STATUS_LABELS = {
 }
 
 
+# The Step.Kind values of steps that wait (for a person, a child run or a timer): the
+# run page adds up their waits (web/views.py _own_waits) through a partial index.
+WAITING_STEP_KINDS = ("approval", "child", "sleep")
+
+
 class Step(models.Model):
     class Kind(models.TextChoices):
         LLM = "llm"
@@ -251,10 +256,6 @@ class Step(models.Model):
     # fan-out's first branch; null for a step agent code called on its own.
     fan_out = models.PositiveIntegerField(null=True, blank=True)
 
-    # Steps that wait (for a person, a child run or a timer): the run page adds up their
-    # waits (web/views.py _own_waits).
-    WAITING_KINDS = (Kind.APPROVAL, Kind.CHILD, Kind.SLEEP)
-
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "position"], name="step_run_position"),
@@ -266,7 +267,7 @@ class Step(models.Model):
             models.Index(
                 fields=["run", "position"],
                 name="step_run_waits",
-                condition=Q(kind__in=["approval", "child", "sleep"]),
+                condition=Q(kind__in=list(WAITING_STEP_KINDS)),
             ),
         ]
 

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET
 from .. import roles
 from ..engine import handback, registry
 from ..engine.context import waited_seconds
-from ..models import Approval, AuditEvent, Effect, Run, Step
+from ..models import WAITING_STEP_KINDS, Approval, AuditEvent, Effect, Run, Step
 from ..services.runs import is_resumable
 from . import keyset, live, live_rows, saved_views
 from .filters import FilterError, RunFilters, moment
@@ -453,7 +453,7 @@ def _own_waits(record: Run) -> float:
     parent's time). One query over the few waiting steps, whatever the window shows,
     reading a sleep's wake-up time and no result (a child step's is its child's whole
     result)."""
-    own = record.steps.filter(kind__in=Step.WAITING_KINDS)
+    own = record.steps.filter(kind__in=WAITING_STEP_KINDS)
     if record.parent_id and record.fork_position is not None:
         own = own.exclude(position__lt=record.fork_position, lease_number=0)
     rows = own.annotate(until=KT("result__until")).values_list(
