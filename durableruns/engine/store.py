@@ -365,13 +365,8 @@ def process_lock_key(process: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def process_of(owner: str) -> str:
-    """The process part of a lease owner ("" for an owner that names no process)."""
-    process, separator, _ = owner.rpartition("/")
-    return process if separator else ""
-
-
-# process_of in SQL: everything before the owner's last "/" (no match: NULL).
+# The process part of a lease owner ("<process>/<nonce>", engine/liveness.py): everything
+# before its last "/"; an owner with none names no process (NULL).
 _PROCESS_OF_OWNER = "^(.*)/[^/]*$"
 
 
@@ -449,8 +444,8 @@ def _instances[M: Model](model: type[M], alias: str, sql: str, params: list[Any]
     them, but with the columns' plan built once (_row_plan): raw() built it again per
     query, 0.3 ms of CPU for a step's columns and 0.6 ms for a run's, more than the
     query itself."""
-    connection = connections[alias]
-    with connection.cursor() as cursor:
+    db = connections[alias]
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         columns = tuple(column[0] for column in cursor.description)
         rows = cursor.fetchall()
@@ -460,7 +455,7 @@ def _instances[M: Model](model: type[M], alias: str, sql: str, params: list[Any]
         values = [row[position] for position in positions]
         for index, (functions, expression) in converters.items():
             for function in functions:
-                values[index] = function(values[index], expression, connection)
+                values[index] = function(values[index], expression, db)
         found.append(model.from_db(alias, names, values))
     return found
 
@@ -473,8 +468,8 @@ def _row_plan(
     from_db takes them), where each is in a row, and the database's and the fields'
     converters of their values (JSON text to objects, and SQLite's types)."""
     fields = [field for field in model._meta.concrete_fields if field.column in columns]
-    connection = connections[alias]
-    compiler = connection.ops.compiler("SQLCompiler")(Query(model), connection, alias)
+    db = connections[alias]
+    compiler = db.ops.compiler("SQLCompiler")(Query(model), db, alias)
     converters = compiler.get_converters([field.get_col(model._meta.db_table) for field in fields])
     return (
         [field.attname for field in fields],

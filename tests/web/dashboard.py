@@ -26,16 +26,33 @@ def make_run(
     created_at: datetime | None = None,
     **fields: Any,
 ) -> Run:
-    run_id = run_id or f"run-{next(_ids):05d}"
-    fields.setdefault("max_steps", 20)
-    fields.setdefault("max_duration_seconds", 1800.0)
-    run = Run.objects.create(
-        id=run_id, agent=agent, agent_version=version, input={}, status=status, **fields
-    )
+    run = run_row(run_id, status=status, agent=agent, version=version, **fields)
+    run.save(force_insert=True)
     if created_at is not None:
         Run.objects.filter(pk=run.pk).update(created_at=created_at)
         run.refresh_from_db()
     return run
+
+
+def run_row(
+    run_id: str | None = None,
+    *,
+    status: str = Run.Status.SUCCEEDED,
+    agent: str = "refund-bot",
+    version: str = "1",
+    **fields: Any,
+) -> Run:
+    """A run, not saved (for bulk_create)."""
+    fields.setdefault("max_steps", 20)
+    fields.setdefault("max_duration_seconds", 1800.0)
+    return Run(
+        id=run_id or f"run-{next(_ids):05d}",
+        agent=agent,
+        agent_version=version,
+        input={},
+        status=status,
+        **fields,
+    )
 
 
 def make_step(run: Run, position: int, **fields: Any) -> Step:
