@@ -25,9 +25,10 @@ WORKER = "durableruns.web.gunicorn_worker.ThreadWorker"
 
 
 @pytest.fixture
-def held_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    """gunicorn (one process, one shared thread) over tests/deploy/held_app.py; the port
-    and the file that releases held GETs."""
+def held_server(tmp_path: Path) -> Iterator[tuple[int, Path, list[threading.Thread]]]:
+    """gunicorn (one process, one shared thread) over tests/deploy/held_app.py; the port,
+    the file that releases held GETs, and the threads holding them, which are answered
+    before the server stops (stopped under them, they died of a reset connection)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -46,11 +47,14 @@ def held_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
         command, cwd=ROOT, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    holding: list[threading.Thread] = []
     try:
         wait_for(lambda: _answers(port), timeout=30, message="gunicorn to answer")
-        yield port, release
+        yield port, release, holding
     finally:
         release.touch()
+        for thread in holding:
+            thread.join(timeout=15)
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
 
@@ -70,24 +74,23 @@ def _request(
     return conn.getresponse().read().decode()
 
 
-def _hold_the_shared_thread(port: int, release: Path, entered: Path) -> list[threading.Thread]:
+def _hold_the_shared_thread(port: int, entered: Path, holding: list[threading.Thread]) -> None:
     """One GET holds the only shared thread; two more wait behind it."""
-    held = [
+    holding += [
         threading.Thread(target=_request, args=(port, "GET", "/held/"), daemon=True)
         for _ in range(3)
     ]
-    held[0].start()
+    holding[0].start()
     wait_for(entered.exists, timeout=10, message="the held GET to start")
-    for thread in held[1:]:
+    for thread in holding[1:]:
         thread.start()
-    return held
 
 
 def test_a_post_is_answered_while_gets_hold_every_shared_thread(held_server, tmp_path):
-    port, release = held_server
+    port, release, holding = held_server
     kept_alive = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     assert _request(port, "POST", "/approvals/1/decide/", kept_alive) == "POST"
-    _hold_the_shared_thread(port, release, tmp_path / "entered")
+    _hold_the_shared_thread(port, tmp_path / "entered", holding)
 
     assert _request(port, "POST", "/approvals/2/decide/", kept_alive) == "POST"
     assert _request(port, "POST", "/runs/r-1/cancel/") == "POST"  # a new connection
@@ -95,8 +98,8 @@ def test_a_post_is_answered_while_gets_hold_every_shared_thread(held_server, tmp
 
 
 def test_the_login_form_waits_with_the_gets(held_server, tmp_path):
-    port, release = held_server
-    _hold_the_shared_thread(port, release, tmp_path / "entered")
+    port, _, holding = held_server
+    _hold_the_shared_thread(port, tmp_path / "entered", holding)
     waiting = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
     with pytest.raises(TimeoutError):
         _request(port, "POST", "/login/", waiting)
@@ -113,5 +116,5 @@ def test_it_sorts_requests_by_their_request_line():
 
 
 def test_its_threads_hand_the_gil_over_every_millisecond(held_server):
-    port, _ = held_server
+    port, _, _ = held_server
     assert _request(port, "GET", "/switch-interval/") == "0.001"
