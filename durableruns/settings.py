@@ -373,14 +373,24 @@ DURABLERUNS_LOGIN_WINDOW = _env_float("DURABLERUNS_LOGIN_WINDOW", 900.0)
 # a client could then forge its address.
 DURABLERUNS_TRUSTED_PROXIES = int(os.environ.get("DURABLERUNS_TRUSTED_PROXIES", 0))
 
+CACHES = {
+    # Without Redis, the default cache is this process's (Django's default).
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # A changed live poll's answer, shared by this process's viewers of one run at one
+    # version for a second (web/live_rows.py): per process, so losing it loses nothing.
+    "live": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "live-answers",
+        "TIMEOUT": 1,
+        "OPTIONS": {"MAX_ENTRIES": 1000},
+    },
+}
 if REDIS_URL:
     # Shared by every process: login throttling and the redaction-rule cache.
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "durableruns",
-        }
+    CACHES["default"] = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "durableruns",
     }
 
 # Content Security Policy (Django 6): nothing inline, nothing from elsewhere.

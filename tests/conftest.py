@@ -314,10 +314,13 @@ def processes(request, live_server, provider_url, tmp_path, settings) -> Iterato
 def _fresh_shared_cache() -> Iterator[None]:
     """The cache is shared Redis: forget redaction rules and login failures that a
     rolled-back test left behind, so no test sees another's."""
+    from django.core.cache import caches
+
     from durableruns.engine.redaction import rules_changed
     from durableruns.web.login_throttle import forget
 
     def clear() -> None:
+        caches["live"].clear()  # this process's shared live answers (web/live_rows.py)
         rules_changed()
         for name in ("alice", "bob", "carol", "dave", "mallory"):
             forget(name, "127.0.0.1")

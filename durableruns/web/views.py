@@ -207,20 +207,27 @@ def run(request: HttpRequest, run_id: str) -> HttpResponse:
     version = live.run_versions(run_id)
     if live.unchanged(request, version.version):
         return HttpResponse(status=204)
+    shared = live_rows.shared_key(request, run_id, version.version)
+    if (body := live_rows.shared_answer(shared)) is not None:
+        return _delta_response(HttpResponse(body))
     record = get_object_or_404(
         Run.objects.select_related("created_by", "parent", "parent_run"), pk=run_id
     )
     context = run_context(request, record, version)
     delta = live_rows.delta(request, record, context)
     if delta is not None:
-        # Out-of-band swaps only: the region itself is left as it is (HX-Reswap).
         rows = step_rows(delta.steps, _step_url(record), context["axis"]["seconds"])
         context |= {"delta": delta, "delta_rows": rows, "oob": True}
         response = render(request, "durableruns/run.html#run-delta", context)
-        response["HX-Reswap"] = "none"
-        return response
+        live_rows.share(shared, response.content)
+        return _delta_response(response)
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
     return render(request, template, context)
+
+
+def _delta_response(response: HttpResponse) -> HttpResponse:
+    response["HX-Reswap"] = "none"  # out-of-band swaps only: the region stays as it is
+    return response
 
 
 @require_GET
