@@ -2,17 +2,16 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from . import views
+from .schema import SchemaView
 
 urlpatterns = [
     # The schema describes the API, not its data: public, so tools can read it.
     path(
         "schema/",
-        login_not_required(
-            SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[])
-        ),
+        login_not_required(SchemaView.as_view(authentication_classes=[], permission_classes=[])),
         name="api-schema",
     ),
     # Browsable docs (Swagger UI from drf-spectacular-sidecar), public like the schema;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -31,3 +32,30 @@ def test_the_docs_scripts_exist_and_point_at_the_schema(client):
     script = client.get(init)
     assert script["Content-Type"].startswith("application/javascript")
     assert reverse("api-schema") in script.content.decode()
+
+
+def test_the_schema_is_generated_once_and_served_alike_in_every_format(client, monkeypatch):
+    """Anyone may ask for it without logging in: generating it took 25 ms of CPU a time."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    from durableruns.api import schema
+
+    monkeypatch.setattr(schema._OncePerProcess, "_public", {})
+    generated = []
+    original = SchemaGenerator.get_schema
+
+    def counted(self, request=None, public=False):
+        generated.append(public)
+        return original(self, request=request, public=public)
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", counted)
+    first = client.get(reverse("api-schema"))
+    again = client.get(reverse("api-schema"))
+    as_json = client.get(reverse("api-schema") + "?format=json")
+    assert generated == [True]
+    assert first.status_code == again.status_code == as_json.status_code == 200
+    assert first.content == again.content and b"/api/runs/" in first.content
+    assert as_json["Content-Type"] == "application/vnd.oai.openapi+json"
+    assert sorted(json.loads(as_json.content)["paths"]) == sorted(
+        re.findall(r"^  (/api/\S+):$", first.content.decode(), re.M)
+    )
