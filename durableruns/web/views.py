@@ -443,10 +443,6 @@ def _budget(record: Run, steps: list[Step]) -> dict[str, Any]:
     }
 
 
-# Steps whose whole span waited: for a person, or for child runs (engine/context.py).
-WAITS = (Step.Kind.APPROVAL, Step.Kind.CHILD)
-
-
 def _waiting_for_children(record: Run, end: Any) -> float:
     """Seconds since the first child run the parent still waits for was started."""
     unfinished = Run.objects.filter(parent_run_id=record.pk).exclude(status__in=Run.TERMINAL)

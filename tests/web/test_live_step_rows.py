@@ -15,7 +15,9 @@ from django.test.utils import ContextList
 from django.urls import reverse
 from django.utils import timezone
 
+from durableruns import roles
 from durableruns.models import Run, Step
+from tests.security.test_url_matrix import _client
 from tests.web.dashboard import make_effect, make_run, step_row
 
 pytestmark = pytest.mark.django_db
@@ -155,31 +157,17 @@ def test_a_hostile_rows_header_gets_the_whole_region(client, long_run, rows):
     assert response.content.decode().lstrip().startswith('<section id="run-live"')
 
 
-def _viewer(django_user_model, name: str, role: str):
-    from django.test import Client
-
-    from durableruns import roles
-
-    user = django_user_model.objects.create_user(name, password=f"{name}-password-1")
-    roles.grant(user, role)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_the_next_viewers_of_a_change_get_its_answer_without_a_render(
     client, long_run, django_user_model, django_assert_max_num_queries
 ):
     """Ten people watching one run asked for the same answer ten times after each step."""
-    from durableruns import roles
-
-    others = [_viewer(django_user_model, f"viewer-{i}", roles.REVIEWER) for i in range(2)]
-    pages = [_headers(_page(c, long_run)) for c in (client, *others)]
-    assert pages[0] == pages[1] == pages[2]  # the same rows, at the same version
+    other = _client(roles.REVIEWER, django_user_model)
+    headers = _headers(_page(client, long_run))
+    assert _headers(_page(other, long_run)) == headers  # the same rows, at the same version
     _add_step(long_run, 200)
-    first = _poll(client, long_run, pages[0])
+    first = _poll(client, long_run, headers)
     assert first.status_code == 200 and first.templates
-    for other, headers in zip(others, pages[1:], strict=True):
+    for _ in range(2):
         # The login's queries and the version's; no run row, no steps, no template.
         with django_assert_max_num_queries(4):
             again = _poll(other, long_run, headers)
@@ -187,7 +175,7 @@ def test_the_next_viewers_of_a_change_get_its_answer_without_a_render(
         assert again.content == first.content and again["HX-Reswap"] == "none"
     # A further change is a new version: rendered again, with the new row.
     _add_step(long_run, 201)
-    later = _poll(others[0], long_run, _headers(first.content.decode()))
+    later = _poll(other, long_run, _headers(first.content.decode()))
     assert later.templates and 'id="step-201"' in later.content.decode()
 
 
@@ -196,9 +184,7 @@ def test_a_person_who_may_operate_never_gets_a_viewers_shared_answer(
 ):
     """An operator's page frame holds what they may do (cancel, resume): even with a
     reviewer's headers they get an answer rendered for them, and the other way round."""
-    from durableruns import roles
-
-    operator = _viewer(django_user_model, "olivia", roles.OPERATOR)
+    operator = _client(roles.OPERATOR, django_user_model)
     headers = _headers(_page(client, long_run))
     assert _headers(_page(operator, long_run))["X-Live-Rows"] != headers["X-Live-Rows"]
     _add_step(long_run, 200)
