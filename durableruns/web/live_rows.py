@@ -140,6 +140,8 @@ def shared_answer(key: str) -> bytes | None:
     return caches["live"].get(key) if key else None
 
 
-def share(key: str, body: bytes) -> None:
-    if key:
+def share(request: HttpRequest, key: str, body: bytes) -> None:
+    """Keep `body` for the next viewers, unless rendering it used this person's CSRF token
+    (a form in the answer): that token is theirs alone."""
+    if key and not request.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
         caches["live"].set(key, body)

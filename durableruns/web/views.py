@@ -219,7 +219,7 @@ def run(request: HttpRequest, run_id: str) -> HttpResponse:
         rows = step_rows(delta.steps, _step_url(record), context["axis"]["seconds"])
         context |= {"delta": delta, "delta_rows": rows, "oob": True}
         response = render(request, "durableruns/run.html#run-delta", context)
-        live_rows.share(shared, response.content)
+        live_rows.share(request, shared, response.content)
         return _delta_response(response)
     template = "durableruns/run.html#run-live" if request.htmx else "durableruns/run.html"
     return render(request, template, context)

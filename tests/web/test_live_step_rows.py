@@ -190,3 +190,25 @@ def test_a_person_who_may_operate_never_gets_a_viewers_shared_answer(
     _add_step(long_run, 200)
     assert _poll(client, long_run, headers).templates
     assert _poll(operator, long_run, headers).templates  # the reviewer's headers
+
+
+def test_an_answer_that_used_its_viewers_csrf_token_is_never_shared(
+    client, long_run, django_user_model, monkeypatch
+):
+    """No out-of-band part holds a form today; one that did would carry its first
+    viewer's CSRF token, which must never reach another person."""
+    from django.middleware.csrf import get_token
+
+    from durableruns.web import views
+
+    def with_a_form(request, record, version):
+        get_token(request)  # what a {% csrf_token %} in the answer does
+        return run_context(request, record, version)
+
+    run_context = views.run_context
+    monkeypatch.setattr(views, "run_context", with_a_form)
+    other = _client(roles.REVIEWER, django_user_model)
+    headers = _headers(_page(client, long_run))
+    _add_step(long_run, 200)
+    assert _poll(client, long_run, headers).templates
+    assert _poll(other, long_run, headers).templates  # rendered for them, not shared
