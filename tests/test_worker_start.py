@@ -4,11 +4,11 @@ and a rolling deploy starts a fleet's worth at once."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 from tests.conftest import ROOT
+from tests.deploy.environ import deployment_environ
 
 # What `celery -A durableruns worker` does before it consumes: import the app, then let
 # Celery's Django fix-up set Django up and (unless told not to) run the system checks.
@@ -27,7 +27,8 @@ print(json.dumps({"checks": len(checks), "web": loaded}))
 def test_a_worker_starts_without_the_system_checks_or_the_web_layer():
     """The checks import every URL, view and API schema module: about 0.45 s of CPU, half
     a worker's start. They run once per deployment, in `manage.py migrate`."""
-    env = {k: v for k, v in os.environ.items() if k != "CELERY_SKIP_CHECKS"}
+    env = deployment_environ()
+    env.pop("CELERY_SKIP_CHECKS", None)  # this process imported the app, which sets it
     done = subprocess.run(
         [sys.executable, "-c", STARTS],
         cwd=ROOT,

@@ -61,7 +61,7 @@ def _bulk_create_old_runs(count: int) -> None:
         )
         # As autovacuum would have by the time a sweep runs: planned on a table whose
         # statistics still say "empty", each batch's lock query sorts every remaining run
-        # (the sweep grows quadratic, 40 s here instead of 10).
+        # (the sweep grew quadratic: 38 s for 100,000 runs instead of 19).
         cursor.execute("ANALYZE durableruns_run, durableruns_step, durableruns_effect")
 
 
