@@ -4,10 +4,14 @@ model), all started at once, on one worker started the documented way (README,
 the same load on DBOS Transact (workflows in its thread pool) and on LangGraph with
 AsyncPostgresSaver (asyncio, a pool of 20 connections), each in a process of its own.
 
-Per system and size: wall time from the first start to the last finish; achieved
+Per system and size: wall time from the first start to the last finish (for
+durableruns, from ringing the first run to the last run's committed finish); achieved
 concurrency (the sum of the runs' durations over the wall time: the average number in
 flight); peak Postgres sessions (pg_stat_activity, by application name, polled every
-50 ms); peak RSS of the executing process (the Celery worker for durableruns).
+50 ms); peak RSS of the executing process (the Celery worker for durableruns); and
+that process's CPU per run (user and system, all its threads) and context switches
+per run over the measured part: where the wall time above the waits goes. Postgres's
+own CPU is in no system's figure.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +80,46 @@ class Sampler(threading.Thread):
         return {"peak_sessions": self.peak_sessions, "peak_rss_mib": self.peak_rss / 2**20}
 
 
-def _figures(runs: int, wall: float, durations: list[float]) -> dict[str, Any]:
+def _figures(runs: int, wall: float, spans: list[tuple[float, float]]) -> dict[str, Any]:
+    """`spans`: each run's (start, duration) in seconds: the start is when its first
+    step began (durableruns: its lease taken; DBOS: its workflow's body; LangGraph:
+    its first node), on any one clock."""
+    starts = [start for start, _ in spans]
     return {
         "runs": runs,
         "wall_s": wall,
-        "concurrency": sum(durations) / wall,
+        "concurrency": sum(duration for _, duration in spans) / wall,
         "ideal_wall_s": WAITS * WAIT_SECONDS,
+        # From the first run's start to the last's: how long the system took to take
+        # every run up, competing with the runs it had already started.
+        "start_spread_s": max(starts) - min(starts),
+    }
+
+
+def _usage(pids: list[int]) -> tuple[float, float, int]:
+    """(user s, system s, context switches) of processes `pids`, all their threads:
+    /proc/PID/stat sums the threads' CPU, the switches are the live threads' sum."""
+    tick = os.sysconf("SC_CLK_TCK")
+    user = system = 0.0
+    switches = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        user, system = user + int(fields[11]) / tick, system + int(fields[12]) / tick
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with suppress(OSError), open(f"/proc/{pid}/task/{task}/status") as status:
+                switches += sum(int(line.split()[1]) for line in status if "ctxt_switches:" in line)
+    return user, system, switches
+
+
+def _cpu_figures(
+    runs: int, before: tuple[float, float, int], after: tuple[float, float, int]
+) -> dict[str, float]:
+    user, system, switches = (b - a for a, b in zip(before, after, strict=True))
+    return {
+        "cpu_ms_per_run": (user + system) * 1000 / runs,
+        "system_cpu_share": system / (user + system) if user + system else 0.0,
+        "switches_per_run": switches / runs,
     }
 
 
@@ -90,7 +129,7 @@ def _figures(runs: int, wall: float, durations: list[float]) -> dict[str, Any]:
 def _durableruns(url: str, sizes: tuple[int, ...], processes: int = 1) -> list[dict[str, Any]]:
     """`processes` worker processes share the documented worker's threads and sessions:
     more than one is one per core (README, "Sizing workers"), RSS their sum."""
-    from django.db.models import F
+    from django.db.models import F, Max
 
     from durableruns.models import Run
 
@@ -112,16 +151,25 @@ def _durableruns(url: str, sizes: tuple[int, ...], processes: int = 1) -> list[d
             )
             sampler = Sampler([worker.pid for worker in started_workers], database, APP)
             sampler.start()
-            started = time.perf_counter()
+            pids = [worker.pid for worker in started_workers]
+            usage = _usage(pids)
+            rang = time.time()  # the host's clock, which Postgres's timestamps are on
             ring_all(run_ids, pool.queue)
             _wait_done(prefix, runs, timeout=300)
-            wall = time.perf_counter() - started
+            cpu = _cpu_figures(runs, usage, _usage(pids))
             peaks = sampler.stop()
-            spans = Run.objects.filter(id__startswith=prefix).annotate(
-                took=F("finished_at") - F("started_at")
-            )
-            durations = [took.total_seconds() for took in spans.values_list("took", flat=True)]
-            results.append({**_figures(runs, wall, durations), **peaks})
+            rows = Run.objects.filter(id__startswith=prefix)
+            # Up to the last run's finish, as a peer's wall ends at its last result (not
+            # at the poll that saw it, up to 50 ms later).
+            wall = rows.aggregate(last=Max("finished_at"))["last"].timestamp() - rang
+            spans = [
+                (began.timestamp(), took.total_seconds())
+                for began, took in rows.annotate(
+                    took=F("finished_at") - F("started_at")
+                ).values_list("started_at", "took")
+                if began is not None
+            ]
+            results.append({**_figures(runs, wall, spans), **peaks, **cpu})
             print(f"durableruns x{processes} {runs}: {results[-1]}", file=sys.stderr, flush=True)
     return results
 
@@ -165,16 +213,18 @@ def _run_peer(name: str, runs: int, out: Path) -> None:
     url = libpq_url(db_url("_inflight_" + name))
     run = _dbos if name == "dbos" else _langgraph
     run(url, 8)  # warm up: connections, tables, imports
+    usage = _usage([os.getpid()])
     started = time.perf_counter()
-    durations = run(url, runs)
+    spans = run(url, runs)
     wall = time.perf_counter() - started
-    out.write_text(json.dumps(_figures(runs, wall, durations)))
+    cpu = _cpu_figures(runs, usage, _usage([os.getpid()]))
+    out.write_text(json.dumps({**_figures(runs, wall, spans), **cpu}))
 
 
 _dbos_workflow: Any = None
 
 
-def _dbos(url: str, runs: int) -> list[float]:
+def _dbos(url: str, runs: int) -> list[tuple[float, float]]:
     global _dbos_workflow
     from dbos import DBOS, DBOSConfig
 
@@ -192,23 +242,23 @@ def _dbos(url: str, runs: int) -> list[float]:
             time.sleep(seconds)
 
         @DBOS.workflow()
-        def waiter() -> float:
+        def waiter() -> tuple[float, float]:
             began = time.perf_counter()
             for _ in range(WAITS):
                 wait(WAIT_SECONDS)
-            return time.perf_counter() - began
+            return began, time.perf_counter() - began
 
         _dbos_workflow = waiter
         DBOS.launch()
     handles = [DBOS.start_workflow(_dbos_workflow) for _ in range(runs)]
-    return [handle.get_result() for handle in handles]
+    return [tuple(handle.get_result()) for handle in handles]
 
 
-def _langgraph(url: str, runs: int) -> list[float]:
+def _langgraph(url: str, runs: int) -> list[tuple[float, float]]:
     return asyncio.run(_langgraph_runs(url, runs))
 
 
-async def _langgraph_runs(url: str, runs: int) -> list[float]:
+async def _langgraph_runs(url: str, runs: int) -> list[tuple[float, float]]:
     from typing import TypedDict
 
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -218,10 +268,12 @@ async def _langgraph_runs(url: str, runs: int) -> list[float]:
 
     class Waits(TypedDict):
         done: int
+        began: float  # when the first node began: the run's first step, as ours
 
     async def wait(state: Waits) -> Waits:
+        began = state["began"] or time.perf_counter()
         await asyncio.sleep(WAIT_SECONDS)
-        return {"done": state["done"] + 1}
+        return {"done": state["done"] + 1, "began": began}
 
     builder = StateGraph(Waits)
     previous = START
@@ -236,11 +288,11 @@ async def _langgraph_runs(url: str, runs: int) -> list[float]:
         await saver.setup()
         graph = builder.compile(checkpointer=saver)
 
-        async def one() -> float:
-            began = time.perf_counter()
+        async def one() -> tuple[float, float]:
+            invoked = time.perf_counter()
             config = {"configurable": {"thread_id": uuid.uuid4().hex}}
-            await graph.ainvoke({"done": 0}, config)
-            return time.perf_counter() - began
+            final = await graph.ainvoke({"done": 0, "began": 0.0}, config)
+            return final["began"], time.perf_counter() - invoked
 
         return list(await asyncio.gather(*(one() for _ in range(runs))))
 

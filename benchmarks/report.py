@@ -176,7 +176,7 @@ def _lines(name: str, r: dict[str, Any]) -> list[str]:
         return [
             f"{system:12} {row['runs']:5} runs: {row['wall_s']:5.1f} s wall, concurrency "
             f"{row['concurrency']:6.1f}, {row['peak_sessions']:3} sessions, "
-            f"{row['peak_rss_mib']:6.0f} MiB"
+            f"{row['peak_rss_mib']:6.0f} MiB, CPU {row.get('cpu_ms_per_run', 0):4.1f} ms/run"
             for system, rows in r["systems"].items()
             if isinstance(rows, list)
             for row in rows
@@ -621,16 +621,24 @@ def _inflight_md(r: dict[str, Any]) -> list[str]:
         "process of its own. Concurrency is the sum of the runs' durations over the wall "
         f"time. Load average during the section: {r.get('load_average')}.",
         "",
-        "| system | runs | wall | concurrency | peak Postgres sessions | peak RSS |",
-        "|---|---|---|---|---|---|",
+        "CPU is the executing process's (all threads, user and system; Postgres's is in "
+        "no row) over the measured part, per run; above about (wall - waits) / runs, the "
+        "process is the bottleneck.",
+        "",
+        "| system | runs | wall | concurrency | last start after first | peak Postgres "
+        "sessions | peak RSS | CPU per run | system CPU | context switches per run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for system, rows in r["systems"].items():
         if not isinstance(rows, list):
-            out.append(f"| {system} | {rows} | | | | |")
+            out.append(f"| {system} | {rows} | | | | | | | | |")
             continue
         out += [
             f"| {system} | {row['runs']:,} | {row['wall_s']:.1f} s | {row['concurrency']:.0f} "
-            f"| {row['peak_sessions']} | {row['peak_rss_mib']:.0f} MiB |"
+            f"| {row.get('start_spread_s', 0):.2f} s "
+            f"| {row['peak_sessions']} | {row['peak_rss_mib']:.0f} MiB "
+            f"| {row.get('cpu_ms_per_run', 0):.1f} ms | {row.get('system_cpu_share', 0):.0%} "
+            f"| {row.get('switches_per_run', 0):.0f} |"
             for row in rows
         ]
     return out
@@ -644,10 +652,10 @@ def _inflight_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
         return [("in-flight capacity", "not measured", _ok(None))]
     rows = []
     for row in ours:
-        peers = [
+        peers = [  # DBOS and LangGraph: not durableruns on more processes (xN)
             p
-            for rows in r["systems"].values()
-            if isinstance(rows, list) and rows is not ours
+            for system, rows in r["systems"].items()
+            if isinstance(rows, list) and not system.startswith("durableruns")
             for p in rows
             if p["runs"] == row["runs"]
         ]
