@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from durableruns.dbpool import check_if_idle
 from durableruns.secret_text import BUILT_IN_KEYS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -152,6 +153,8 @@ if DB_POOL_SIZE and DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # A thread that waits longer than this for a session fails its statement, and
         # the engine hands the run back (StoreUnavailable): the pool is too small.
         "timeout": _env_float("DURABLERUNS_DB_POOL_TIMEOUT", 30),
+        # Checked before reuse only after a second unused, not at every handout.
+        "check": check_if_idle,
     }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Covering indexes (INCLUDE) are a Postgres speed-up; SQLite builds the index

@@ -380,6 +380,37 @@ def test_it_finishes_runs_whose_worker_connections_keep_dying(faults):
     _assert_same_effects(run_ids, baseline)
 
 
+_IDLE_POOLED_BACKENDS = """
+    SELECT pid FROM pg_stat_activity a
+    WHERE datname = current_database() AND pid <> pg_backend_pid()
+      AND application_name = %s AND state = 'idle'
+      AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')
+"""
+
+
+def test_it_finishes_runs_whose_pooled_connections_die_between_statements(faults):
+    """A pooled connection is checked before reuse only after a second unused
+    (durableruns/dbpool.py): one killed while it sat in the pool for less is found broken
+    by the run's next statement, and the run is handed back, never repeated."""
+    pooled = {"DURABLERUNS_DB_POOL_SIZE": "4"}
+    workers = [faults.worker(pool="threads", concurrency=8, extra_env=pooled) for _ in range(2)]
+    baseline = _uninterrupted("refund-bot", REFUND)
+    run_ids = [start_run("refund-bot", REFUND, run_id=f"pooldie-{n}")[0].id for n in range(10)]
+    kills = 0
+    deadline = time.monotonic() + 60
+    with psycopg.connect(_dsn(), autocommit=True) as admin:
+        while kills < 30 and not _all_finished(run_ids) and time.monotonic() < deadline:
+            for (pid,) in admin.execute(_IDLE_POOLED_BACKENDS, (WORKER_APP,)).fetchall():
+                kills += admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+            time.sleep(0.02)
+
+    assert kills >= 10, f"only {kills} pooled connections were killed"
+    wait_for(lambda: _all_finished(run_ids), timeout=90, message="every run to finish")
+    _assert_same_effects(run_ids, baseline)
+    handed_back = sum(_log(faults, w).count("handing the run back") for w in workers)
+    assert handed_back, "no statement met a connection killed in the pool"
+
+
 # --- One executor per run (invariant 6) -------------------------------------------
 
 
