@@ -112,6 +112,21 @@ def _no_process_outlives_its_test() -> Iterator[None]:
         warnings.warn(f"killed what this test left running: {strays}", StrayProcess, stacklevel=1)
 
 
+def database_dsn() -> str:
+    """libpq's connection string for the test database, for sessions outside Django's
+    (an admin session that kills backends, a pool of the test's own)."""
+    import psycopg
+
+    db = connection.settings_dict
+    return psycopg.conninfo.make_conninfo(
+        dbname=db["NAME"],
+        user=db["USER"],
+        host=db["HOST"],
+        port=db["PORT"],
+        password=db["PASSWORD"] or None,
+    )
+
+
 def wait_for(
     predicate: Callable[[], Any],
     *,

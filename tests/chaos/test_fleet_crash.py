@@ -15,7 +15,7 @@ from django.db import connection
 from durableruns.engine.runs import start_run
 from durableruns.models import Run
 from tests.chaos import fleet_agents
-from tests.conftest import Processes, wait_for
+from tests.conftest import Processes, database_dsn, wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -61,10 +61,7 @@ def _worker_sessions() -> list[tuple]:
     """The worker's sessions: (pid, started, state, the start of their last query), so a
     failure says which session was one too many (a serial run once saw 13 of 12)."""
     db = connection.settings_dict
-    dsn = psycopg.conninfo.make_conninfo(
-        dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"]
-    )
-    with psycopg.connect(dsn, autocommit=True) as admin:
+    with psycopg.connect(database_dsn(), autocommit=True) as admin:
         return admin.execute(
             "SELECT pid, backend_start::time, state, left(query, 80) FROM pg_stat_activity "
             "WHERE datname = %s AND application_name = %s ORDER BY backend_start",

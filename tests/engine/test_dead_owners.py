@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from durableruns.engine import executor, liveness, store
 from durableruns.engine.runs import start_run
 from durableruns.models import Run
-from tests.conftest import wait_for
+from tests.conftest import database_dsn, wait_for
 from tests.web.dashboard import make_run, run_row
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ELSEWHERE = "elsewhere:1:x"  # another worker process's owner id
-
-
-def _dsn() -> str:
-    db = connection.settings_dict
-    return psycopg.conninfo.make_conninfo(
-        dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"]
-    )
 
 
 def _running(run_id: str, process: str = ELSEWHERE) -> store.Lease:
@@ -36,7 +28,7 @@ def _running(run_id: str, process: str = ELSEWHERE) -> store.Lease:
 
 def _process_session(process: str = ELSEWHERE) -> psycopg.Connection:
     """Another worker process's liveness session, holding its lock."""
-    session = psycopg.connect(_dsn(), autocommit=True)
+    session = psycopg.connect(database_dsn(), autocommit=True)
     session.execute("SELECT pg_advisory_lock(%s)", [store.process_lock_key(process)])
     return session
 
@@ -44,7 +36,7 @@ def _process_session(process: str = ELSEWHERE) -> psycopg.Connection:
 def _liveness_sessions() -> int:
     """Sessions holding an advisory lock keyed by this process's owner id."""
     key = store.process_lock_key(liveness.current().owner) & 0xFFFFFFFFFFFFFFFF
-    with psycopg.connect(_dsn(), autocommit=True) as other:
+    with psycopg.connect(database_dsn(), autocommit=True) as other:
         rows = other.execute(
             "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
             " AND classid = %s AND objid = %s AND objsubid = 1",
