@@ -149,9 +149,9 @@ def _durableruns(url: str, sizes: tuple[int, ...], processes: int = 1) -> list[d
             run_ids = create_runs(
                 runs, "bench-waiter", {"waits": WAITS, "seconds": WAIT_SECONDS}, prefix
             )
-            sampler = Sampler([worker.pid for worker in started_workers], database, APP)
-            sampler.start()
             pids = [worker.pid for worker in started_workers]
+            sampler = Sampler(pids, database, APP)
+            sampler.start()
             usage = _usage(pids)
             rang = time.time()  # the host's clock, which Postgres's timestamps are on
             ring_all(run_ids, pool.queue)
