@@ -40,17 +40,29 @@ def test_a_worker_resumes_the_graph_after_a_decision(processes, alice, settings)
     assert graph.get_state(_config("worker-1")).values["log"] == ["lookup", "ask_human", "paid"]
 
 
+# The solo worker, and the documented one: threads sharing a pool of sessions that are
+# checked before reuse only after a second unused (durableruns/dbpool.py).
+# Each: (the worker's pool options, its environment).
+WORKERS = {
+    "solo": ({}, {}),
+    "threads-pooled": ({"pool": "threads", "concurrency": 8}, {"DURABLERUNS_DB_POOL_SIZE": "4"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WORKERS))
 def test_a_worker_killed_mid_resume_is_continued_from_the_last_checkpoint(
-    processes, alice, tmp_path, monkeypatch
+    processes, alice, tmp_path, monkeypatch, kind
 ):
     marker = tmp_path / "pay-started"
     monkeypatch.setenv("LANGGRAPH_TEST_MARKER", str(marker))
+    options, kind_env = WORKERS[kind]
     env = {
         "DURABLERUNS_LANGGRAPH_GRAPHS": GRAPHS,
         "DURABLERUNS_LANGGRAPH_LEASE_TTL": "2",
         "LANGGRAPH_TEST_MARKER": str(marker),
+        **kind_env,
     }
-    first = processes.worker(extra_env=env)
+    first = processes.worker(extra_env=env, **options)
     processes.beat()
     graph = slow_refund_graph()
     graph.invoke({"order": "K-1"}, _config("killed"))
@@ -58,7 +70,7 @@ def test_a_worker_killed_mid_resume_is_continued_from_the_last_checkpoint(
     wait_for(marker.exists, timeout=60, message="pay started in the first worker")
 
     processes.kill(first)
-    processes.worker(extra_env=env)
+    processes.worker(extra_env=env, **options)
 
     wait_for(lambda: _status("killed") == "succeeded", timeout=90, message="graph finished")
     state = graph.get_state(_config("killed"))
