@@ -258,11 +258,6 @@ def _forget_queue(queue: str) -> None:
     client = redis.Redis.from_url(REDIS_URL)
     for key in client.scan_iter(match=f"*{queue}*"):
         client.delete(key)
-    # Messages a killed worker held unacknowledged: kombu keeps them in shared keys.
-    for tag, value in client.hgetall("unacked").items():
-        if queue.encode() in value:
-            client.hdel("unacked", tag)
-            client.zrem("unacked_index", tag)
 
 
 @contextmanager
