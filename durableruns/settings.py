@@ -236,8 +236,10 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DURABLERUNS_QUEUE", "durableruns")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# A task is acknowledged only after it returns, and one message at a time is
-# reserved per process, so a killed worker strands at most one doorbell.
+# A task is acknowledged only after it returns, so a worker reserves no more doorbells
+# than it has threads (or processes) free to run them, and a busy worker never holds one
+# an idle worker could take. A killed worker loses those it reserved; the sweeper rings
+# their runs again (broker transport options above).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
