@@ -1,8 +1,9 @@
 """In-flight capacity: N runs of 3 waits of 1 s each (no CPU, like runs waiting on a
 model), all started at once, on one worker started the documented way (README,
-"Sizing workers": `--pool=threads`, a pool of DURABLERUNS_DB_POOL_SIZE sessions), and
-the same load on DBOS Transact (workflows in its thread pool) and on LangGraph with
-AsyncPostgresSaver (asyncio, a pool of 20 connections), each in a process of its own.
+"Sizing workers": `--pool=threads`, a pool of DURABLERUNS_DB_POOL_SIZE sessions), on
+that section's opt-in gevent pool, and the same load on DBOS Transact (workflows in its
+thread pool) and on LangGraph with AsyncPostgresSaver (asyncio, a pool of 20
+connections), each in a process of its own.
 
 Per system and size: wall time from the first start to the last finish (for
 durableruns, from ringing the first run to the last run's committed finish); achieved
@@ -126,9 +127,12 @@ def _cpu_figures(
 # --- durableruns ------------------------------------------------------------------
 
 
-def _durableruns(url: str, sizes: tuple[int, ...], processes: int = 1) -> list[dict[str, Any]]:
+def _durableruns(
+    url: str, sizes: tuple[int, ...], processes: int = 1, celery_pool: str = "threads"
+) -> list[dict[str, Any]]:
     """`processes` worker processes share the documented worker's threads and sessions:
-    more than one is one per core (README, "Sizing workers"), RSS their sum."""
+    more than one is one per core (README, "Sizing workers"), RSS their sum.
+    `celery_pool`: the documented threads, or the opt-in gevent."""
     from django.db.models import F, Max
 
     from durableruns.models import Run
@@ -138,7 +142,9 @@ def _durableruns(url: str, sizes: tuple[int, ...], processes: int = 1) -> list[d
     log_dir = Path(tempfile.mkdtemp(prefix="bench-inflight-"))
     env = {"DURABLERUNS_DB_POOL_SIZE": str(POOL_SIZE // processes), "PGAPPNAME": APP}
     with workers(url, log_dir, **env) as pool:
-        started_workers = [pool.threaded_worker(THREADS // processes) for _ in range(processes)]
+        started_workers = [
+            pool.threaded_worker(THREADS // processes, celery_pool) for _ in range(processes)
+        ]
         pool.wait_ready(started_workers)
         warm = create_runs(
             16, "bench-waiter", {"waits": 1, "seconds": 0.01}, f"w-{uuid.uuid4().hex[:6]}"
@@ -173,7 +179,11 @@ def _durableruns(url: str, sizes: tuple[int, ...], processes: int = 1) -> list[d
                 if began is not None
             ]
             results.append({**_figures(runs, wall, spans), **peaks, **cpu})
-            print(f"durableruns x{processes} {runs}: {results[-1]}", file=sys.stderr, flush=True)
+            print(
+                f"durableruns {celery_pool} x{processes} {runs}: {results[-1]}",
+                file=sys.stderr,
+                flush=True,
+            )
     return results
 
 
@@ -310,6 +320,8 @@ def measure(quick: bool) -> dict[str, Any]:
     cores = os.cpu_count() or 1
     if cores > 1:  # the restatement proposed in issue 23: one process per core
         systems[f"durableruns x{cores}"] = _durableruns(url, sizes, processes=cores)
+    # The opt-in pool of README "Sizing workers": greenlets instead of threads.
+    systems["durableruns gevent"] = _durableruns(url, sizes, celery_pool="gevent")
     for name in ("dbos", "langgraph"):
         try:
             systems[name] = [_peer(name, runs) for runs in sizes]

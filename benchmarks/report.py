@@ -617,7 +617,8 @@ def _inflight_md(r: dict[str, Any]) -> list[str]:
         f"Runs of {r['waits']} waits of {r['wait_seconds']:.0f} s (no CPU), all started at "
         f"once; durableruns on one worker started as documented (`--pool=threads "
         f"--concurrency={r['threads']}`, a pool of {r['pool_size']} sessions), and (`xN`) on "
-        "one such process per core sharing those threads and sessions; each peer in a "
+        "one such process per core sharing those threads and sessions, and (`gevent`) on "
+        "the opt-in one: the same worker on Celery's gevent pool; each peer in a "
         "process of its own. Concurrency is the sum of the runs' durations over the wall "
         f"time. Load average during the section: {r.get('load_average')}.",
         "",

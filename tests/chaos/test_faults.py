@@ -411,12 +411,15 @@ def _family_executions(run_id: str) -> Counter:
         ("refund-desk", {"order_ids": ["A-1001", "A-1003"]}),  # two child runs
     ],
 )
-def test_it_finishes_runs_whose_pooled_connections_die_between_statements(faults, agent, run_input):
+@pytest.mark.parametrize("pool", ["threads", "gevent"])  # documented; opt-in
+def test_it_finishes_runs_whose_pooled_connections_die_between_statements(
+    faults, agent, run_input, pool
+):
     """Pooled connections killed while they sit in the pool, whether the pool's check
     (after a second unused, durableruns/dbpool.py) or the run's next statement finds
     them broken: the run is handed back and resumed, never repeated."""
     pooled = {"DURABLERUNS_DB_POOL_SIZE": "4"}
-    workers = [faults.worker(pool="threads", concurrency=8, extra_env=pooled) for _ in range(2)]
+    workers = [faults.worker(pool=pool, concurrency=8, extra_env=pooled) for _ in range(2)]
     _uninterrupted(agent, run_input)
     baseline = _family_executions("baseline")
     run_ids = [start_run(agent, run_input, run_id=f"pooldie-{n}")[0].id for n in range(6)]

@@ -23,8 +23,10 @@ IN_FLIGHT = 200
 POOL_SIZE = 10
 APP = "durableruns-fleet-worker"  # libpq's PGAPPNAME: finds this test's worker sessions
 LEASE_TTL = 30.0  # the production default: dead-owner detection must beat it by far
-# The documented worker (README, "Deployment"): threads, and a bounded pool of sessions.
-DOCUMENTED = {"pool": "threads", "concurrency": 1024}
+# The documented worker (README, "Deployment"): threads, and a bounded pool of sessions;
+# and the opt-in one with the same pool, greenlets instead of threads ("Sizing workers").
+WORKERS = {"threads": {"pool": "threads", "concurrency": 1024}}
+WORKERS["gevent"] = {**WORKERS["threads"], "pool": "gevent"}
 
 
 @pytest.fixture
@@ -90,8 +92,11 @@ def _assert_nothing_repeated_or_lost(run_ids: list[str], files: dict[str, Path])
     assert statuses == {Run.Status.SUCCEEDED: IN_FLIGHT}
 
 
-def test_200_runs_waiting_in_steps_hold_only_the_pool_and_the_liveness_session(fleet, processes):
-    worker = processes.worker(**DOCUMENTED)
+@pytest.mark.parametrize("kind", sorted(WORKERS))
+def test_200_runs_waiting_in_steps_hold_only_the_pool_and_the_liveness_session(
+    fleet, processes, kind
+):
+    worker = processes.worker(**WORKERS[kind])
     run_ids = _start_runs(fleet)
     wait_for(lambda: _all_in_flight(fleet, worker.pid), timeout=180, message="200 runs in flight")
     # The pool, the process's liveness session and its sweeper thread's: not one per run.
@@ -106,8 +111,11 @@ def test_200_runs_waiting_in_steps_hold_only_the_pool_and_the_liveness_session(f
     _assert_nothing_repeated_or_lost(run_ids, fleet)
 
 
-def test_a_sigkilled_worker_with_200_runs_in_flight_loses_and_repeats_nothing(fleet, processes):
-    doomed = processes.worker(**DOCUMENTED, name="doomed")
+@pytest.mark.parametrize("kind", sorted(WORKERS))
+def test_a_sigkilled_worker_with_200_runs_in_flight_loses_and_repeats_nothing(
+    fleet, processes, kind
+):
+    doomed = processes.worker(**WORKERS[kind], name="doomed")
     run_ids = _start_runs(fleet)
     wait_for(lambda: _all_in_flight(fleet, doomed.pid), timeout=180, message="200 runs in flight")
     # A worker consuming another queue: it sweeps (and so detects the dead owner) but
@@ -138,7 +146,7 @@ def test_a_sigkilled_worker_with_200_runs_in_flight_loses_and_repeats_nothing(fl
     )
     assert max(detected) < LEASE_TTL / 5, "detected through the process's session, not the TTL"
     fleet["gate"].touch()
-    processes.worker(**DOCUMENTED, name="successor")
+    processes.worker(**WORKERS[kind], name="successor")
     wait_for(
         lambda: Run.objects.filter(pk__in=run_ids, status__in=Run.TERMINAL).count() == IN_FLIGHT,
         timeout=240,

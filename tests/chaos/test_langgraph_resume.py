@@ -40,12 +40,14 @@ def test_a_worker_resumes_the_graph_after_a_decision(processes, alice, settings)
     assert graph.get_state(_config("worker-1")).values["log"] == ["lookup", "ask_human", "paid"]
 
 
-# The solo worker, and the documented one: threads sharing a pool of sessions that are
-# checked before reuse only after a second unused (durableruns/dbpool.py).
-# Each: (the worker's pool options, its environment).
+# The solo worker, the documented one (threads sharing a pool of sessions that are
+# checked before reuse only after a second unused: durableruns/dbpool.py), and the
+# opt-in gevent one on the same pool. Each: (the worker's pool options, its environment).
+POOLED = {"DURABLERUNS_DB_POOL_SIZE": "4"}
 WORKERS = {
     "solo": ({}, {}),
-    "threads-pooled": ({"pool": "threads", "concurrency": 8}, {"DURABLERUNS_DB_POOL_SIZE": "4"}),
+    "threads-pooled": ({"pool": "threads", "concurrency": 8}, POOLED),
+    "gevent-pooled": ({"pool": "gevent", "concurrency": 8}, POOLED),
 }
 
 
