@@ -199,10 +199,10 @@ class Workers:
         """One worker process (solo pool: the process that runs the task is this pid)."""
         return self._worker("--pool=solo")
 
-    def threaded_worker(self, threads: int, pool: str = "threads") -> subprocess.Popen:
+    def documented_worker(self, concurrency: int, pool: str = "threads") -> subprocess.Popen:
         """One worker as the README's production table starts it: a thread pool (or,
         `pool="gevent"`, the opt-in greenlets of "Sizing workers")."""
-        return self._worker(f"--pool={pool}", f"--concurrency={threads}")
+        return self._worker(f"--pool={pool}", f"--concurrency={concurrency}")
 
     def _worker(self, *pool: str) -> subprocess.Popen:
         return self._spawn(

@@ -143,7 +143,7 @@ def _durableruns(
     env = {"DURABLERUNS_DB_POOL_SIZE": str(POOL_SIZE // processes), "PGAPPNAME": APP}
     with workers(url, log_dir, **env) as pool:
         started_workers = [
-            pool.threaded_worker(THREADS // processes, celery_pool) for _ in range(processes)
+            pool.documented_worker(THREADS // processes, celery_pool) for _ in range(processes)
         ]
         pool.wait_ready(started_workers)
         warm = create_runs(

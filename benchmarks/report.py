@@ -174,7 +174,7 @@ def _lines(name: str, r: dict[str, Any]) -> list[str]:
         return lines
     if name == "inflight":
         return [
-            f"{system:12} {row['runs']:5} runs: {row['wall_s']:5.1f} s wall, concurrency "
+            f"{system:18} {row['runs']:5} runs: {row['wall_s']:5.1f} s wall, concurrency "
             f"{row['concurrency']:6.1f}, {row['peak_sessions']:3} sessions, "
             f"{row['peak_rss_mib']:6.0f} MiB, CPU {row.get('cpu_ms_per_run', 0):4.1f} ms/run"
             for system, rows in r["systems"].items()
@@ -653,7 +653,7 @@ def _inflight_targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
         return [("in-flight capacity", "not measured", _ok(None))]
     rows = []
     for row in ours:
-        peers = [  # DBOS and LangGraph: not durableruns on more processes (xN)
+        peers = [  # DBOS and LangGraph: not durableruns' other set-ups (xN, gevent)
             p
             for system, rows in r["systems"].items()
             if isinstance(rows, list) and not system.startswith("durableruns")

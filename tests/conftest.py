@@ -127,6 +127,15 @@ def database_dsn() -> str:
     )
 
 
+def terminate_backends(admin: Any, backends: list[tuple[int]]) -> int:
+    """Terminate the Postgres `backends` (rows of one pid) through `admin`, an open
+    autocommit psycopg session; returns how many were still there."""
+    return sum(
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        for (pid,) in backends
+    )
+
+
 def wait_for(
     predicate: Callable[[], Any],
     *,

@@ -8,7 +8,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from durableruns import dbpool
-from tests.conftest import database_dsn
+from tests.conftest import database_dsn, terminate_backends
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def _backend_pid(pool: ConnectionPool) -> int:
 
 def _terminate(pid: int) -> None:
     with psycopg.connect(database_dsn(), autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        assert terminate_backends(admin, [(pid,)]) == 1
 
 
 def test_a_connection_in_use_is_not_checked_at_every_handout(pool, checks, monkeypatch):

@@ -28,7 +28,14 @@ from durableruns.demo.models import ModelCall, ProviderCall
 from durableruns.engine.runs import start_run
 from durableruns.models import Run, Step
 from durableruns.tasks import advance_run
-from tests.conftest import TEST_LEASE_TTL, TEST_SWEEP_INTERVAL, Processes, database_dsn, wait_for
+from tests.conftest import (
+    TEST_LEASE_TTL,
+    TEST_SWEEP_INTERVAL,
+    Processes,
+    database_dsn,
+    terminate_backends,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
 
@@ -279,14 +286,6 @@ def test_it_starts_runs_while_redis_is_down_and_finishes_them_later(faults, priv
 # --- Postgres connections killed while a result commits -------------------------
 
 
-def _terminate(admin: psycopg.Connection, backends: list[tuple[int]]) -> int:
-    """Terminate `backends` (rows of one pid); returns how many were still there."""
-    return sum(
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
-        for (pid,) in backends
-    )
-
-
 _BLOCKED_RESULT_COMMIT = """
     SELECT pid FROM pg_stat_activity
     WHERE datname = current_database() AND pid <> pg_backend_pid()
@@ -314,7 +313,7 @@ def _kill_during_result_commit(
             timeout=10,
             message="a worker blocked in its result commit",
         )
-        _terminate(admin, blocked)
+        terminate_backends(admin, blocked)
         killed.add(row[0])
         locker.rollback()
 
@@ -365,7 +364,7 @@ def test_it_finishes_runs_whose_worker_connections_keep_dying(faults):
                 timeout=30,
                 message="a worker backend in the middle of a statement",
             )
-            kills += _terminate(admin, busy if isinstance(busy, list) else [])
+            kills += terminate_backends(admin, busy if isinstance(busy, list) else [])
 
     assert kills >= 10, f"only {kills} worker connections were killed"
     wait_for(lambda: _all_finished(run_ids), timeout=90, message="every run to finish")
@@ -427,7 +426,7 @@ def test_it_finishes_runs_whose_pooled_connections_die_between_statements(
     deadline = time.monotonic() + 60
     with psycopg.connect(database_dsn(), autocommit=True) as admin:
         while kills < 30 and not _all_finished(run_ids) and time.monotonic() < deadline:
-            kills += _terminate(
+            kills += terminate_backends(
                 admin, admin.execute(_IDLE_POOLED_BACKENDS, (WORKER_APP,)).fetchall()
             )
             time.sleep(0.02)  # the cadence of the kills, not a wait for something
