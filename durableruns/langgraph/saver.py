@@ -234,7 +234,7 @@ class DurableRunsSaver(BaseCheckpointSaver[str]):
         approvals = on_db_thread(self._approvals, writes, task_path) if _asks(writes) else []
         rows = self._write_rows(config, writes, task_id, task_path, approvals)
         crashes.task_writes(crashpoints.AFTER_TOOL_RETURNED, *rows[:4])
-        on_db_thread(store.put_writes, *rows, owner=current_owner.get())
+        on_db_thread(store.put_writes, *rows, owner=current_owner.get(), graph=self.graph)
         crashes.task_writes(crashpoints.AFTER_STEP_COMMIT, *rows[:4])
 
     def _write_rows(
@@ -402,7 +402,7 @@ class AsyncDurableRunsSaver(DurableRunsSaver):
         rows = self._write_rows(config, writes, task_id, task_path, approvals)
         owner = current_owner.get()
         if not await store.aput_writes(*rows, owner=owner):
-            await on_db_thread_async(store.put_writes, *rows, owner=owner)
+            await on_db_thread_async(store.put_writes, *rows, owner=owner, graph=self.graph)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await on_db_thread_async(store.delete_thread, thread_id)

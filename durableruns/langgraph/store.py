@@ -245,6 +245,7 @@ def put_writes(
     status: str | None,
     approvals: Sequence[dict[str, Any]] = (),
     owner: str = "",
+    graph: str = "",
 ) -> None:
     """Store a task's writes. Special writes (error, interrupt, resume: negative idx)
     replace what the task wrote before; a regular write re-sent keeps the first.
@@ -280,7 +281,9 @@ def put_writes(
         except IntegrityError:
             pass  # the thread's first checkpoint is not stored yet: create the thread below
     with transaction.atomic():
-        run_id = touch(thread_id, status=status if ns == "" else None, owner=owner)
+        # LangGraph may store a task's writes before the thread's first checkpoint
+        # (durability "async"): then they create its Run, which must name the graph.
+        run_id = touch(thread_id, status=status if ns == "" else None, graph=graph, owner=owner)
         objs = [
             LangGraphWrite(thread_id=run_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, **r)
             for r in rows

@@ -107,6 +107,23 @@ def test_async_checkpoints_stored_after_the_interrupt_keep_the_thread_awaiting_a
     assert Run.objects.get(pk=run_id_for("late-2")).status == "awaiting_approval"
 
 
+@pytest.mark.parametrize("saver_class", [LateSaver, AsyncLateSaver])
+def test_a_thread_whose_writes_come_before_its_first_checkpoint_keeps_its_graph(saver_class):
+    """The writes create the thread's Run: it must name the graph, or no worker would
+    ever resume it (seen in CI: "waiting for a worker that has LangGraph graph
+    'langgraph'" after a reviewer approved the interrupt)."""
+    import asyncio
+
+    graph = refund_builder().compile(checkpointer=saver_class(graph="refund"))
+    if saver_class is LateSaver:
+        graph.invoke({"order": "A-4"}, _config("late-4"))
+    else:
+        asyncio.run(graph.ainvoke({"order": "A-4"}, _config("late-4")))
+
+    run = Run.objects.get(pk=run_id_for("late-4"))
+    assert (run.agent, run.status) == ("refund", "awaiting_approval")
+
+
 def _failing_builder() -> StateGraph:
 
     from typing import TypedDict
