@@ -210,7 +210,8 @@ if REDIS_URL:
     # after the first with it, 3.0 to 3.7 s without. What it buys is redelivery of a
     # doorbell a killed worker had reserved but not started, after a visibility
     # timeout of an hour; the sweeper already rings a queued run whose doorbell went
-    # unanswered after DURABLERUNS_REDELIVER_AFTER (invariant 7). A worker shutting
+    # unanswered after DURABLERUNS_REDELIVER_AFTER (invariant 7), or as soon as the
+    # death of a worker with runs in flight is noticed. A worker shutting
     # down cleanly still puts the doorbells it holds back on the queue.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 else:
@@ -238,8 +239,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # A task is acknowledged only after it returns, so a worker reserves no more doorbells
 # than it has threads (or processes) free to run them, and a busy worker never holds one
-# an idle worker could take. A killed worker loses those it reserved; the sweeper rings
-# their runs again (broker transport options above).
+# an idle worker could take. A killed worker loses those it reserved; the sweep leader
+# rings their runs again once it notices the death (services/sweeper.py), else after
+# DURABLERUNS_REDELIVER_AFTER (broker transport options above).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

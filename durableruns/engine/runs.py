@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
@@ -91,9 +92,13 @@ def _ago(seconds: float) -> ExpressionWrapper:
     return ExpressionWrapper(Now() - delta, output_field=DateTimeField())
 
 
-def due_for_doorbell() -> Q:
-    """Runs whose next move is overdue and that were not rung since it became due."""
-    stale = Q(rang_at__lt=_ago(settings.DURABLERUNS_REDELIVER_AFTER))
+def due_for_doorbell(redeliver_after: float | None = None) -> Q:
+    """Runs whose next move is overdue and that were not rung since it became due, or
+    were rung more than `redeliver_after` seconds ago (DURABLERUNS_REDELIVER_AFTER) and
+    not taken since: their doorbell may be lost."""
+    if redeliver_after is None:
+        redeliver_after = settings.DURABLERUNS_REDELIVER_AFTER
+    stale = Q(rang_at__lt=_ago(redeliver_after))
     never = Q(rang_at__isnull=True)
     expired = Q(status=Run.Status.RUNNING, lease_expires_at__lt=Now()) & (
         never | stale | Q(rang_at__lt=F("lease_expires_at"))
@@ -105,10 +110,19 @@ def due_for_doorbell() -> Q:
     return expired | woken | queued
 
 
-def ring_due(batch: int = 500) -> int:
-    """Ring every run whose next move is overdue; returns how many."""
+def ring_due(
+    batch: int = 500, redeliver_after: float | None = None, excluding: Collection[str] = ()
+) -> int:
+    """Ring every run whose next move is overdue (see due_for_doorbell), but those in
+    `excluding`, longest rung first (a doorbell the broker lost was nearest the head
+    of its queue); returns how many."""
     with transaction.atomic():
-        due = Run.objects.filter(due_for_doorbell()).order_by().values_list("id", flat=True)
+        due = (
+            Run.objects.filter(due_for_doorbell(redeliver_after))
+            .exclude(pk__in=list(excluding))
+            .order_by(F("rang_at").asc(nulls_first=True))
+            .values_list("id", flat=True)
+        )
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True)
         ids = list(due[:batch])

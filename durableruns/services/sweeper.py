@@ -7,7 +7,9 @@ worker's thread takes it within one tick (at most half a sweep interval), so
 sweeping survives the loss of any one process and no beat is needed. The leader:
 
 - every DURABLERUNS_OWNER_CHECK_INTERVAL: expires the leases of runs whose executor
-  died (engine.store.take_over_dead_owners), so recovery takes about a second;
+  died (engine.store.take_over_dead_owners), so recovery takes about a second, and
+  then rings again every run waiting for a worker (the dead one may have taken its
+  doorbell);
 - every DURABLERUNS_SWEEP_INTERVAL: sweep(), recorded in SweeperBeat for /healthz
   and /metrics;
 - at their own intervals: the extra jobs it was given (retention, key pruning).
@@ -112,7 +114,13 @@ class SweepLeader(threading.Thread):
     def _tick(self) -> None:
         if not self._lead():
             return
-        store.take_over_dead_owners()
+        taken_over = store.take_over_dead_owners()
+        if taken_over:
+            # The dead process may also have taken doorbells it had not acted on yet
+            # (kombu keeps no copy of a killed consumer's, settings): ring every run
+            # still waiting for a worker now, not after DURABLERUNS_REDELIVER_AFTER. A
+            # run whose doorbell is still queued gets two; the second finds it taken.
+            runs.ring_due(redeliver_after=0, excluding=taken_over)
         now = time.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + settings.DURABLERUNS_SWEEP_INTERVAL

@@ -152,3 +152,23 @@ def test_a_dead_process_is_found_among_a_fleets_live_runs(rung):
         assert store.take_over_dead_owners() == ["orphan"]
         assert store.take_over_dead_owners() == []
     assert Run.objects.filter(lease_expires_at=soon).count() == 1_200
+
+
+def test_the_sweep_leader_rings_again_what_a_dead_process_may_have_taken(rung, leader_tick):
+    """A doorbell a worker had taken and not yet acted on dies with it (the broker keeps
+    no copy): once the worker's death is noticed, every run still waiting for a worker
+    is rung again, not after DURABLERUNS_REDELIVER_AFTER (test_lost_doorbell.py kills
+    a real worker there)."""
+    _running("dead-1")
+    start_run("t-sleepy", {"seconds": 30}, run_id="queued")  # rung, taken by nobody yet
+    _process_session().close()  # the dead worker's liveness session
+
+    def taken_over() -> bool:
+        leader_tick()
+        return rung.count("dead-1") == 2
+
+    wait_for(taken_over, timeout=5)
+    assert rung.count("queued") == 2, "rung when started, and again when the death was seen"
+    assert rung.count("dead-1") == 2, "the taken-over run is rung once, by the take-over"
+    leader_tick()
+    assert rung.count("queued") == 2, "only when a death is noticed"
