@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from datetime import timedelta
 from types import SimpleNamespace
 from unittest import mock
 
@@ -121,6 +122,48 @@ def test_it_counts_executions_per_step_and_tool_whatever_the_arguments():
     assert crashtest.demo_executions("r1") == {"3-send_email:send_email": 2, "0-plan:llm": 1}
 
 
+def _model_call(key: str, at) -> None:
+    call = ModelCall.objects.create(agent="refund-bot", step="plan", idempotency_key=key)
+    ModelCall.objects.filter(pk=call.pk).update(created_at=at)  # auto_now_add set it
+
+
+def test_a_model_call_a_crash_cut_before_its_step_was_recorded_is_asked_again_not_duplicated():
+    """A worker killed mid-call (on a shared pool, by another run's crash) recorded no
+    answer: the resumed run must ask again. A call after the step was recorded would be
+    a replay that failed, and stays a duplicate."""
+    run = _refund_run("r1", "re_1")
+    recorded = Step.objects.get(run=run, position=0)
+    _model_call("r1:0-plan:llm:dd", recorded.started_at - timedelta(seconds=1))  # cut
+    _model_call("r1:0-plan:llm:dd", recorded.started_at)  # the recorded answer's call
+    _model_call("r1:3-summary:llm:ee", recorded.finished_at + timedelta(seconds=1))
+    counted = crashtest.demo_executions("r1")
+    assert counted == {"0-plan:llm": 1, "3-summary:llm": 1}
+    assert counted.cut == {"0-plan:llm": 1}
+    # A call after its step was recorded (the summary step is the baseline's second call).
+    _model_call("r1:3-summary:llm:ee", recorded.finished_at + timedelta(seconds=2))
+    assert crashtest.demo_executions("r1")["3-summary:llm"] == 2
+
+
+def test_a_run_killed_by_another_runs_crash_on_a_shared_pool_is_not_a_failure():
+    baseline = _refund_run("base", "re_aaaaaaaa")
+    crashed = _refund_run("crashed-7", "re_aaaaaaaa")
+    Run.objects.filter(pk=baseline.pk).update(leases_taken=1)
+    baseline.refresh_from_db()
+    Run.objects.filter(pk=crashed.pk).update(leases_taken=2)  # taken over once
+    counts = Counter({"0-plan:llm": 1, "2-refund:refund": 1})
+    outcomes = {}
+    for pool in ("threads", "prefork"):
+        case = crashtest.Case(crashpoints.AFTER_TOOL_RETURNED, 2, "2-refund", crashed.id)
+        judge(case, baseline, counts, counts, crashtest.Options(pool=pool))
+        outcomes[pool] = case.outcome
+    # Where a crash kills only its own run, a point that never fired tested nothing.
+    assert outcomes == {"threads": crashtest.KILLED_ELSEWHERE, "prefork": crashtest.NOT_REACHED}
+    Run.objects.filter(pk=crashed.pk).update(leases_taken=1)  # as the baseline: never killed
+    case = crashtest.Case(crashpoints.AFTER_TOOL_RETURNED, 2, "2-refund", crashed.id)
+    judge(case, baseline, counts, counts, crashtest.Options(pool="threads"))
+    assert case.outcome == crashtest.NOT_REACHED
+
+
 def _judged(crashed_counts: Counter) -> crashtest.Case:
     """A crashed refund run resumed after the refund's provider call, counted as given."""
     baseline = _refund_run("base", "re_aaaaaaaa")
@@ -171,7 +214,7 @@ def test_the_report_shows_deduplicated_resends_apart_from_duplicates():
     assert "DUPLICATE in" not in text
     assert "DEDUPLICATED in crashed-7: {'2-refund:refund': 1}" in text
     assert "0 duplicate executions, 0 lost" in text
-    assert "1 deduplicated same-key re-sends;" in text
+    assert "1 deduplicated same-key re-sends," in text
 
 
 def test_a_run_resumed_and_finished_between_two_looks_counts_as_resumed(tmp_path, settings):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 from django.core.management import call_command
@@ -36,7 +37,9 @@ class Command(BaseCommand):
             choices=crashtest.POOLS,
             default=defaults.pool,
             help="solo: a crash kills the whole worker (default); prefork: "
-            "it kills the pool process, which Celery replaces at once",
+            "it kills the pool process, which Celery replaces at once; threads (the "
+            "documented worker) or gevent: each worker executes its share of --parallel "
+            "on a pool of sessions, and a crash kills all of them",
         )
         parser.add_argument(
             "--parallel", type=int, help="runs in flight at once (default 2 per worker)"
@@ -87,6 +90,10 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         if int(options["workers"]) < 1:
             raise CommandError("--workers must be at least 1")
+        if options["pool"] == "gevent" and importlib.util.find_spec("gevent") is None:
+            raise CommandError(
+                "--pool=gevent needs the gevent extra: pip install 'durableruns[gevent]'"
+            )
         settings = Options(
             workers=int(options["workers"]),
             pool=str(options["pool"]),

@@ -24,13 +24,14 @@ imported here).
 
 from __future__ import annotations
 
-from .cluster import POOLS, Cluster, CrashTestError, Options
+from .cluster import POOLS, SHARED_POOLS, Cluster, CrashTestError, Options
 from .judge import Executions, comparable, demo_executions
 from .plan import (
     DIVERGED,
     ESCALATED,
     FAILURES,
     FINISHED,
+    KILLED_ELSEWHERE,
     LOST,
     NOT_REACHED,
     RESUMED,
@@ -45,10 +46,12 @@ __all__ = [
     "ESCALATED",
     "FAILURES",
     "FINISHED",
+    "KILLED_ELSEWHERE",
     "LOST",
     "NOT_REACHED",
     "POOLS",
     "RESUMED",
+    "SHARED_POOLS",
     "Case",
     "Cluster",
     "CrashTest",

@@ -30,7 +30,9 @@ class CrashTestError(Exception):
     """crashtest cannot run (no baseline, no providers, a bad agent or input)."""
 
 
-POOLS = ("solo", "prefork")
+POOLS = ("solo", "prefork", "threads", "gevent")
+SHARED_POOLS = ("threads", "gevent")  # many runs to a process, as the documented worker
+SESSIONS_PER_WORKER = 4  # a shared pool's Postgres sessions (DURABLERUNS_DB_POOL_SIZE)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class Options:
     # prefork: the crash kills the pool process executing the run; the Celery
     # master requeues the message and forks a fresh process at once. Same engine
     # recovery, much cheaper, so larger matrices finish sooner.
+    # threads (the documented worker, README "Sizing workers") or its opt-in gevent:
+    # each worker runs its share of the runs in flight on a pool of sessions, so a crash
+    # kills every run in flight there, as an OOM kill of a production worker would, and
+    # the supervisor starts a new one.
     pool: str = "solo"
     lease_ttl: float = 1.5
     sweep_interval: float = 0.5
@@ -54,6 +60,13 @@ class Options:
     @property
     def in_flight(self) -> int:
         return self.parallel or 2 * self.workers
+
+    @property
+    def concurrency(self) -> int:
+        """Runs one worker executes at once."""
+        if self.pool not in SHARED_POOLS:
+            return 1
+        return -(-self.in_flight // self.workers)
 
 
 def database_url() -> str:
@@ -117,6 +130,16 @@ class Cluster:
             "DURABLERUNS_LANGGRAPH_LEASE_TTL": str(self.options.lease_ttl),
             "PYTHONUNBUFFERED": "1",
             **self._model_env(),
+            **self._pool_env(),
+        }
+
+    def _pool_env(self) -> dict[str, str]:
+        if self.options.pool not in SHARED_POOLS:
+            return {}
+        # The pool and persistent connections exclude each other (settings).
+        return {
+            "DURABLERUNS_DB_POOL_SIZE": str(SESSIONS_PER_WORKER),
+            "DURABLERUNS_CONN_MAX_AGE": "0",
         }
 
     def _model_env(self) -> dict[str, str]:
@@ -199,8 +222,8 @@ class Cluster:
             )
 
     def _spawn_worker(self) -> subprocess.Popen:
-        # The solo pool executes tasks in the worker process itself, so a crash
-        # point kills the whole worker, as an OOM kill or a lost machine would.
+        # Every pool but prefork executes tasks in the worker process itself, so a
+        # crash point kills the whole worker, as an OOM kill or a lost machine would.
         self._spawned += 1
         name = f"crashtest-{self._spawned}-{uuid.uuid4().hex[:6]}@%h"
         return self._spawn(
@@ -212,7 +235,7 @@ class Cluster:
                 "durableruns",
                 "worker",
                 f"--pool={self.options.pool}",
-                "--concurrency=1",
+                f"--concurrency={self.options.concurrency}",
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",

@@ -8,12 +8,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils.module_loading import import_string
 
-from durableruns.models import Effect, Run
+from durableruns.models import Effect, Run, Step
 
-from .cluster import Options
-from .plan import DIVERGED, ESCALATED, FINISHED, LOST, NOT_REACHED, RESUMED, Case
+from .cluster import SHARED_POOLS, Options
+from .plan import (
+    DIVERGED,
+    ESCALATED,
+    FINISHED,
+    KILLED_ELSEWHERE,
+    LOST,
+    NOT_REACHED,
+    RESUMED,
+    Case,
+)
 
 DONE = frozenset({*Run.TERMINAL, Run.Status.ESCALATED})
 
@@ -23,37 +33,58 @@ DONE = frozenset({*Run.TERMINAL, Run.Status.ESCALATED})
 
 class Executions(Counter):
     """What an execution counter may return instead of a plain Counter: executions per
-    "step_id:tool", and apart from them `deduplicated`, the same-key re-sends its
-    provider answered from its idempotency store without executing again (no second
-    effect, so never a duplicate; a tool misdeclared idempotent shows up as executed)."""
+    "step_id:tool", and apart from them
+    - `deduplicated`: the same-key re-sends its provider answered from its idempotency
+      store without executing again (no second effect, so never a duplicate; a tool
+      misdeclared idempotent shows up as executed);
+    - `cut`: model calls a crash cut before their answer was recorded. The resumed run
+      asks again, as it must (nothing was recorded to replay): the price of the crash,
+      not a duplicate. A call made after its step was recorded stays a duplicate."""
 
-    def __init__(self, executed: Any = (), deduplicated: Any = ()) -> None:
+    def __init__(self, executed: Any = (), deduplicated: Any = (), cut: Any = ()) -> None:
         super().__init__(executed)
         self.deduplicated: Counter = Counter(deduplicated)
+        self.cut: Counter = Counter(cut)
 
 
-def demo_executions(run_id: str) -> Counter:
-    """Executions per "step_id:tool" seen by the demo providers and the scripted model."""
+def demo_executions(run_id: str) -> Executions:
+    """Executions per "step_id:tool" seen by the demo providers and the scripted model;
+    model calls made before the recorded start of their step are `cut`."""
     from durableruns.demo.models import ModelCall, ProviderCall
 
     # The run's own keys and its child runs' (ids "<run>.c<position>", at any depth).
-    keys = [
-        *ProviderCall.objects.filter(
-            idempotency_key__startswith=run_id, outcome=ProviderCall.Outcome.EXECUTED
-        ).values_list("idempotency_key", flat=True),
-        *ModelCall.objects.filter(idempotency_key__startswith=run_id).values_list(
-            "idempotency_key", flat=True
-        ),
-    ]
+    writes = ProviderCall.objects.filter(
+        idempotency_key__startswith=run_id, outcome=ProviderCall.Outcome.EXECUTED
+    ).values_list("idempotency_key", flat=True)
+    calls = ModelCall.objects.filter(idempotency_key__startswith=run_id).values_list(
+        "idempotency_key", "created_at"
+    )
+    recorded = _recorded_starts(run_id)
+    executed, cut = Counter(), Counter()
+    for key in writes:
+        _count(executed, run_id, key)
+    for key, at in calls:
+        began = recorded.get(tuple(key.split(":")[:2]))
+        _count(cut if began is not None and at < began else executed, run_id, key)
+    return Executions(executed, cut=cut)
+
+
+def _recorded_starts(run_id: str) -> dict[tuple[str, ...], Any]:
+    """When the execution that recorded each step of the run (and its children) began."""
+    steps = Step.objects.filter(Q(run_id=run_id) | Q(run__id__startswith=f"{run_id}.c"))
+    return {
+        (owner, step): began
+        for owner, step, began in steps.values_list("run_id", "step_id", "started_at")
+    }
+
+
+def _count(counts: Counter, run_id: str, key: str) -> None:
     # key = run:step_id:tool:fingerprint; the fingerprint may hold run-specific ids.
-    counts: Counter = Counter()
-    for key in keys:
-        owner, step_and_tool = key.split(":")[0], ":".join(key.split(":")[1:3])
-        if owner == run_id:
-            counts[step_and_tool] += 1
-        elif owner.startswith(f"{run_id}.c"):
-            counts[f"{owner[len(run_id) + 1 :]}/{step_and_tool}"] += 1  # "c0/1-send_email:..."
-    return counts
+    owner, step_and_tool = key.split(":")[0], ":".join(key.split(":")[1:3])
+    if owner == run_id:
+        counts[step_and_tool] += 1
+    elif owner.startswith(f"{run_id}.c"):
+        counts[f"{owner[len(run_id) + 1 :]}/{step_and_tool}"] += 1  # "c0/1-send_email:..."
 
 
 def execution_counter() -> Callable[[str], Counter]:
@@ -145,27 +176,42 @@ def judge(
     case.executions = counts
     case.extra = {k: n - base_counts[k] for k, n in counts.items() if n > base_counts[k]}
     case.duplicates = sum(case.extra.values())
-    resent, base_resent = _deduplicated(counts), _deduplicated(base_counts)
-    case.deduplicated = {k: n - base_resent[k] for k, n in resent.items() if n > base_resent[k]}
+    case.deduplicated = _beyond(_apart(counts, "deduplicated"), _apart(base_counts, "deduplicated"))
+    case.cut = _beyond(_apart(counts, "cut"), _apart(base_counts, "cut"))
     case.missing = sum(max(n - counts[k], 0) for k, n in base_counts.items())
     case.escalations = Effect.objects.filter(run=run, state=Effect.State.UNKNOWN).count()
     case.outcome = _outcome(case, run, baseline, options)
 
 
-def _deduplicated(counts: Counter) -> Counter:
-    return counts.deduplicated if isinstance(counts, Executions) else Counter()
+def _apart(counts: Counter, kind: str) -> Counter:
+    """What an Executions counts apart from executions (`deduplicated` or `cut`)."""
+    return getattr(counts, kind) if isinstance(counts, Executions) else Counter()
+
+
+def _beyond(counts: Counter, base: Counter) -> dict[str, int]:
+    return {k: n - base[k] for k, n in counts.items() if n > base[k]}
 
 
 def _outcome(case: Case, run: Run, baseline: Run, options: Options) -> str:
     if run.status not in DONE:
         return LOST
-    if case.fired_at is None:
+    # On a shared pool another run's crash kills this one too, wherever it was (it was
+    # then taken over once more than the baseline), which may leave its own point
+    # unreachable: a write it cut may be found done, or be escalated.
+    elsewhere = (
+        case.fired_at is None
+        and options.pool in SHARED_POOLS
+        and run.leases_taken > baseline.leases_taken
+    )
+    if case.fired_at is None and not elsewhere:
         return NOT_REACHED
     if run.status == Run.Status.ESCALATED:
         return ESCALATED
     same = options.ignore_results or comparable(run) == comparable(baseline)
     if not same or case.missing:
         return DIVERGED
+    if elsewhere:
+        return KILLED_ELSEWHERE
     return RESUMED if case.resumed_at is not None else FINISHED
 
 

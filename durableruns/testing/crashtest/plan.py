@@ -17,6 +17,9 @@ ESCALATED = "escalated"  # an unsafe write's outcome is unknown: held for a huma
 LOST = "lost"  # neither finished nor escalated in time
 DIVERGED = "diverged"  # finished with another status or result than the baseline
 NOT_REACHED = "not reached"  # the armed crash never fired: this cell tested nothing
+# Shared pools only: another run's crash killed it first, and it finished like the
+# baseline; its own point was not reached (it may have become unreachable).
+KILLED_ELSEWHERE = "killed elsewhere"
 FAILURES = frozenset({LOST, DIVERGED, NOT_REACHED})
 
 
@@ -42,6 +45,9 @@ class Case:
     # Same-key re-sends beyond the baseline's that the provider deduplicated (the
     # counter says so, judge.Executions): no second effect, so not duplicates.
     deduplicated: dict[str, int] = field(default_factory=dict)
+    # Model calls a crash cut before their answer was recorded, asked again on resume
+    # (judge.Executions): the price of the crash, not duplicates.
+    cut: dict[str, int] = field(default_factory=dict)
     executions: Counter = field(default_factory=Counter)  # per "step_id:tool"
 
     @property

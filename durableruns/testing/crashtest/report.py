@@ -35,6 +35,10 @@ class Report:
         return sum(sum(case.deduplicated.values()) for case in self.cases)
 
     @property
+    def cut(self) -> int:
+        return sum(sum(case.cut.values()) for case in self.cases)
+
+    @property
     def lost(self) -> int:
         return sum(case.outcome == LOST for case in self.cases)
 
@@ -120,6 +124,11 @@ def _write_report(report: Report, out: TextIO) -> None:
                 f"DEDUPLICATED in {case.run_id}: {case.deduplicated} (re-sent with the same "
                 "key and deduplicated by the provider: not a second effect)\n"
             )
+        if case.cut:
+            out.write(
+                f"ASKED AGAIN in {case.run_id}: {case.cut} (a crash cut the model call "
+                "before its answer was recorded)\n"
+            )
     for warning in report.warnings:
         out.write(f"WARNING: {warning}\n")
     out.write(
@@ -129,7 +138,8 @@ def _write_report(report: Report, out: TextIO) -> None:
         f"{report.escalated} escalated, "
         f"{sum(c.outcome == DIVERGED for c in report.cases)} diverged, "
         f"{sum(c.outcome == NOT_REACHED for c in report.cases)} not reached, "
-        f"{report.deduplicated} deduplicated same-key re-sends; "
+        f"{report.deduplicated} deduplicated same-key re-sends, "
+        f"{report.cut} model calls asked again after a crash cut them; "
         f"{report.worker_restarts} worker restarts; {report.seconds:.1f}s\n"
         f"{resume_summary(report)}\n"
     )
