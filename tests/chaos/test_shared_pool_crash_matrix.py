@@ -4,12 +4,12 @@ on a pool of Postgres sessions) and on its opt-in gevent pool.
 Runs share a worker process there, so the SIGKILL at each crash point also kills every
 other run in flight on that worker, wherever it was: inside a write, between two
 statements on a pooled session, in the middle of a commit. The demo refund agent runs
-against providers that deduplicate by key and against providers that can be asked
-whether a write happened: with either, a write cut anywhere is safe to finish, so every
-run must end like the uninterrupted run, none escalated, nothing executed twice,
-nothing lost. (Providers that can do neither escalate a write cut mid-way, as they
-should; the prefork matrix, test_crash_matrix.py, where a crash cuts one run at one
-known point, checks those escalations exactly.)
+against providers that deduplicate by key (on threads) and against providers that can
+be asked whether a write happened (on gevent): with either, a write cut anywhere is
+safe to finish, so every run must end like the uninterrupted run, none escalated,
+nothing executed twice, nothing lost. (Providers that can do neither escalate a write
+cut mid-way, as they should; the prefork matrix, test_crash_matrix.py, where a crash
+cuts one run at one known point, checks those escalations exactly.)
 """
 
 from __future__ import annotations
@@ -26,22 +26,24 @@ from durableruns.testing import crashtest
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(600), pytest.mark.django_db]
 
-BEHAVIOURS = ("dedupe", "lookup")
+# Each pool against one of the two providers (a crash restarts a whole worker, about a
+# CPU-second on CI's two cores): every point is killed on both pools.
+MATRICES = {"threads": "dedupe", "gevent": "lookup"}
 
 
-@pytest.fixture(scope="module", params=crashtest.SHARED_POOLS)
+@pytest.fixture(scope="module", params=sorted(MATRICES))
 def matrix(request, django_db_setup, django_db_blocker):
     options = crashtest.Options(
         workers=2, pool=request.param, parallel=8, lease_ttl=1.5, sweep_interval=0.5
     )
-    tests = [
-        crashtest.CrashTest("refund-bot", {"order_id": "A-1001", "payments": b, "email": b})
-        for b in BEHAVIOURS
-    ]
+    behaviour = MATRICES[request.param]
+    test = crashtest.CrashTest(
+        "refund-bot", {"order_id": "A-1001", "payments": behaviour, "email": behaviour}
+    )
     unreachable = override_settings(DURABLERUNS_PROVIDER_URL="http://127.0.0.1:9")
     with django_db_blocker.unblock(), unreachable:
         try:
-            reports = crashtest.run_many(tests, options, progress=sys.stderr)
+            reports = crashtest.run_many([test], options, progress=sys.stderr)
             for report in reports:
                 report.write(sys.stdout)
             yield options, reports
@@ -67,9 +69,8 @@ def test_every_run_was_killed_at_its_point_or_by_another_runs_crash(matrix):
     fired = [case for case in cases if case.outcome != crashtest.KILLED_ELSEWHERE]
     killed = [case.killed_pid for case in fired]
     assert None not in killed and len(set(killed)) == len(killed)
-    # A crash kills every run its worker held: most runs see their own point.
-    assert len(fired) > len(cases) // 2
-    # One cluster for both reports: each says its total of replaced workers.
+    # The others were killed by another run's crash first, past their own point (a
+    # step already recorded, a write a lookup then found done): how many is timing.
     assert matrix[1][0].worker_restarts >= len(fired)
 
 
