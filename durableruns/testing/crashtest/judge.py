@@ -3,8 +3,9 @@ whether the run ended the same way (modulo run-specific ids)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -168,9 +169,15 @@ def _substitute(value: Any, names: list[tuple[str, str]]) -> Any:
 
 
 def judge(
-    case: Case, baseline: Run, base_counts: Counter, counts: Counter, options: Options
+    case: Case,
+    baseline: Run,
+    base_counts: Counter,
+    counts: Counter,
+    options: Options,
+    kills: Mapping[int, float] | None = None,
 ) -> None:
-    """Fill in what the crashed run executed beyond or short of the baseline, and its outcome."""
+    """Fill in what the crashed run executed beyond or short of the baseline, and its
+    outcome; `kills`: when each crash killed its process (pid: time.time())."""
     run = Run.objects.get(pk=case.run_id)
     case.status = run.status
     case.executions = counts
@@ -180,7 +187,7 @@ def judge(
     case.cut = _beyond(_apart(counts, "cut"), _apart(base_counts, "cut"))
     case.missing = sum(max(n - counts[k], 0) for k, n in base_counts.items())
     case.escalations = Effect.objects.filter(run=run, state=Effect.State.UNKNOWN).count()
-    case.outcome = _outcome(case, run, baseline, options)
+    case.outcome = _outcome(case, run, baseline, options, kills or {})
 
 
 def _apart(counts: Counter, kind: str) -> Counter:
@@ -192,16 +199,15 @@ def _beyond(counts: Counter, base: Counter) -> dict[str, int]:
     return {k: n - base[k] for k, n in counts.items() if n > base[k]}
 
 
-def _outcome(case: Case, run: Run, baseline: Run, options: Options) -> str:
+def _outcome(
+    case: Case, run: Run, baseline: Run, options: Options, kills: Mapping[int, float]
+) -> str:
     if run.status not in DONE:
         return LOST
-    # On a shared pool another run's crash kills this one too, wherever it was (it was
-    # then taken over once more than the baseline), which may leave its own point
-    # unreachable: a write it cut may be found done, or be escalated.
     elsewhere = (
         case.fired_at is None
         and options.pool in SHARED_POOLS
-        and run.leases_taken > baseline.leases_taken
+        and _killed_while_executing(run, kills)
     )
     if case.fired_at is None and not elsewhere:
         return NOT_REACHED
@@ -213,6 +219,28 @@ def _outcome(case: Case, run: Run, baseline: Run, options: Options) -> str:
     if elsewhere:
         return KILLED_ELSEWHERE
     return RESUMED if case.resumed_at is not None else FINISHED
+
+
+# A run's own after_run_finished point fires a moment after its end is committed.
+ENDED_MOMENT = 1.0  # seconds
+
+
+def _killed_while_executing(run: Run, kills: Mapping[int, float]) -> bool:
+    """Whether another run's crash killed a process that executed some of this run's
+    steps before the run ended (or a moment after: between its end and its own
+    after_run_finished point). On a shared pool a crash kills every run of its worker,
+    wherever each was, which may leave its own point unreachable: a step already
+    recorded, a write a lookup then finds done, or escalates, an end already committed."""
+    ended = run.finished_at.timestamp() if run.finished_at else time.time()
+    owners = Step.objects.filter(run=run).values_list("executed_by", flat=True).distinct()
+    pids = {_pid_of(owner) for owner in owners}
+    return any(pid in kills and kills[pid] <= ended + ENDED_MOMENT for pid in pids)
+
+
+def _pid_of(owner: str) -> int | None:
+    """The process id in a lease owner, "host:pid:uuid/suffix" (engine/liveness.py)."""
+    process = owner.rpartition("/")[0].split(":")
+    return int(process[1]) if len(process) == 3 and process[1].isdigit() else None
 
 
 def counter_warnings(baseline: Run, base_counts: Counter) -> list[str]:

@@ -17,8 +17,8 @@ ESCALATED = "escalated"  # an unsafe write's outcome is unknown: held for a huma
 LOST = "lost"  # neither finished nor escalated in time
 DIVERGED = "diverged"  # finished with another status or result than the baseline
 NOT_REACHED = "not reached"  # the armed crash never fired: this cell tested nothing
-# Shared pools only: another run's crash killed it first, and it finished like the
-# baseline; its own point was not reached (it may have become unreachable).
+# Shared pools only: another run's crash killed the process executing it, before its
+# own point (judge._killed_while_executing), and it finished like the baseline.
 KILLED_ELSEWHERE = "killed elsewhere"
 FAILURES = frozenset({LOST, DIVERGED, NOT_REACHED})
 

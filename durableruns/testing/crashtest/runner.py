@@ -8,7 +8,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -60,12 +60,18 @@ class CrashTest:
         return plan_cases(self.baseline, self.session, self.points)
 
     def report(
-        self, options: Options, cluster: Cluster, count: Callable[[str], Counter], seconds: float
+        self,
+        options: Options,
+        cluster: Cluster,
+        count: Callable[[str], Counter],
+        seconds: float,
+        kills: Mapping[int, float],
     ) -> Report:
+        """`kills`: when each crash killed its process (pid: time.time())."""
         assert self.baseline is not None
         base_counts = count(self.baseline.id)
         for case in self.cases:
-            judge(case, self.baseline, base_counts, count(case.run_id), options)
+            judge(case, self.baseline, base_counts, count(case.run_id), options, kills)
         return Report(
             self.name,
             self.run_input,
@@ -115,7 +121,8 @@ def run_many(
         say(f"running {len(cases)} crashed runs, {options.in_flight} at a time")
         Scheduler(options, cluster, say).execute(cases)
         seconds = time.monotonic() - began
-        reports = [test.report(options, cluster, count, seconds) for test in tests]
+        kills = {c.killed_pid: c.fired_at for _, c in cases if c.killed_pid and c.fired_at}
+        reports = [test.report(options, cluster, count, seconds, kills) for test in tests]
     if all(report.ok for report in reports):
         shutil.rmtree(work_dir, ignore_errors=True)
     else:
