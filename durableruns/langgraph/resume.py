@@ -80,14 +80,19 @@ def resume_thread(run_id: str) -> str:
             return "skipped: another worker holds the thread"
         owner = lease.owner
         token = current_owner.set(owner)
+        # No lease is a thread its caller runs in its own process, which nothing rings;
+        # a resume that failed (its database went away) leaves its lease expired
+        # instead, so the sweeper rings the thread again.
+        expiry: Now | None = Now()
         try:
             what = _drive(run, lease)
             _after_finished(run_id)
+            expiry = None
             return what
         finally:
             current_owner.reset(token)
             Run.objects.filter(pk=run_id, lease_owner=owner).update(
-                lease_owner="", lease_expires_at=None
+                lease_owner="", lease_expires_at=expiry
             )
 
 
@@ -131,6 +136,11 @@ def _drive(run: Run, lease: engine_store.Lease) -> str:
         reason = f"waiting for a worker that has LangGraph graph {run.agent!r} (here: {exc})"
         return handback.hand_back(lease, reason)
     config = {"configurable": {"thread_id": run.langgraph_thread.thread_id}}
+    # Every saver call runs on the saver's own thread and session (saver.on_db_thread):
+    # a session this thread kept while the graph runs would be one pooled session per
+    # resume in flight, and with more resumes than the pool has, the saver's thread would
+    # wait for a session held by the resumes waiting on it.
+    engine_store.release_connection()
     state = graph.get_state(config)
     pending = {i.id: i.value for i in state.interrupts}
     if pending:
@@ -143,6 +153,7 @@ def _drive(run: Run, lease: engine_store.Lease) -> str:
         if set(decided) != set(pending):
             _settle_status(run.pk, owner, graph, config)
             return "waiting: an interrupt has no decided approval"
+        engine_store.release_connection()
         graph.invoke(Command(resume=decided), config)
         what = f"resumed {len(decided)} interrupt(s)"
     elif state.tasks:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
@@ -58,3 +59,14 @@ def test_it_refuses_an_unknown_crash_point_before_starting_anything():
 def test_it_refuses_an_unknown_graph_before_starting_anything():
     with pytest.raises(CommandError, match="no graph 'no-such-graph'"):
         call_command("crashtest", "no-such-graph", "--langgraph")
+
+
+def test_it_runs_a_graph_only_where_a_crash_kills_one_thread():
+    with pytest.raises(CommandError, match="--langgraph runs on --pool solo or prefork"):
+        call_command("crashtest", "crash-mail", "--langgraph", "--pool", "threads")
+
+
+def test_it_asks_for_the_gevent_extra_when_it_is_missing(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(CommandError, match=r"pip install 'durableruns\[gevent\]'"):
+        call_command("crashtest", "refund-bot", "--pool", "gevent")

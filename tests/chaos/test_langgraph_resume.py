@@ -80,3 +80,32 @@ def test_a_worker_killed_mid_resume_is_continued_from_the_last_checkpoint(
     # lookup and ask_human ran once (their checkpoints were kept); pay ran to the end once.
     assert state.values["log"] == ["lookup", "ask_human", "paid"]
     assert Approval.objects.filter(run_id=run_id_for("killed")).count() == 1
+
+
+def test_more_resumes_at_once_than_the_pool_has_sessions_all_finish(processes, alice, settings):
+    """Every saver call of a process runs on one thread with its own session; a resume
+    that kept its own session while the graph ran took one pooled session per resume in
+    flight, so with more resumes than sessions the saver's thread waited for a session
+    that the resumes waiting on it held: each failed after the pool timeout, and the
+    thread was left running with no lease, which nothing rang again."""
+    settings.DURABLERUNS_LANGGRAPH_GRAPHS = GRAPHS.split(",")
+    env = {
+        "DURABLERUNS_LANGGRAPH_GRAPHS": GRAPHS,
+        "DURABLERUNS_DB_POOL_SIZE": "4",
+        "DURABLERUNS_DB_POOL_TIMEOUT": "5",
+    }
+    worker = processes.worker(extra_env=env, pool="threads", concurrency=8)
+    graph = refund_builder().compile(checkpointer=DurableRunsSaver(graph="refund"))
+    threads = [f"many-{i}" for i in range(8)]
+    for thread in threads:
+        graph.invoke({"order": thread}, _config(thread))
+    for thread in threads:  # eight doorbells at once
+        approvals.decide(Approval.objects.get(run_id=run_id_for(thread)), "approve", user=alice)
+
+    wait_for(
+        lambda: all(_status(thread) == "succeeded" for thread in threads),
+        timeout=60,
+        message="every resumed graph to finish",
+    )
+    assert worker.poll() is None
+    assert "couldn't get a connection" not in processes.logs()

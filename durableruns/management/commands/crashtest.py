@@ -90,6 +90,10 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         if int(options["workers"]) < 1:
             raise CommandError("--workers must be at least 1")
+        if options["langgraph"] and options["pool"] in crashtest.SHARED_POOLS:
+            # A crash there kills other threads past their own points, which the judge
+            # tells from the steps' executors, and a graph's nodes are not steps.
+            raise CommandError("--langgraph runs on --pool solo or prefork")
         if options["pool"] == "gevent" and importlib.util.find_spec("gevent") is None:
             raise CommandError(
                 "--pool=gevent needs the gevent extra: pip install 'durableruns[gevent]'"
