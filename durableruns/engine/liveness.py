@@ -63,6 +63,13 @@ def executing(take_lease: Callable[[str], store.Lease | None]) -> Iterator[store
         process.drop(lease)
 
 
+def pid_of(owner: str) -> int | None:
+    """The process id in a lease owner ("host:pid:id/suffix", ProcessLiveness), or None
+    for an owner that names no process (a worker of an older release)."""
+    process = owner.rpartition("/")[0].split(":")
+    return int(process[1]) if len(process) == 3 and process[1].isdigit() else None
+
+
 class ProcessLiveness:
     """This process's liveness session and its heartbeat thread (see the module)."""
 

@@ -111,16 +111,22 @@ def due_for_doorbell(redeliver_after: float | None = None) -> Q:
 
 
 def ring_due(
-    batch: int = 500, redeliver_after: float | None = None, excluding: Collection[str] = ()
+    batch: int = 500,
+    redeliver_after: float | None = None,
+    excluding: Collection[str] = (),
+    oldest_first: bool = False,
 ) -> int:
     """Ring every run whose next move is overdue (see due_for_doorbell), but those in
-    `excluding`, longest rung first (a doorbell the broker lost was nearest the head
-    of its queue); returns how many."""
+    `excluding`; returns how many. `oldest_first`: the longest rung first, for doorbells
+    a broker lost (they were nearest the head of its queue). The sort reads every due
+    run, not the first `batch` (42 ms against 4 ms with 100,000 waiting), so the
+    periodic sweep does without it."""
+    order = (F("rang_at").asc(nulls_first=True),) if oldest_first else ()
     with transaction.atomic():
         due = (
             Run.objects.filter(due_for_doorbell(redeliver_after))
             .exclude(pk__in=list(excluding))
-            .order_by(F("rang_at").asc(nulls_first=True))
+            .order_by(*order)
             .values_list("id", flat=True)
         )
         if connection.features.has_select_for_update_skip_locked:

@@ -120,7 +120,7 @@ class SweepLeader(threading.Thread):
             # (kombu keeps no copy of a killed consumer's, settings): ring every run
             # still waiting for a worker now, not after DURABLERUNS_REDELIVER_AFTER. A
             # run whose doorbell is still queued gets two; the second finds it taken.
-            runs.ring_due(redeliver_after=0, excluding=taken_over)
+            runs.ring_due(redeliver_after=0, excluding=taken_over, oldest_first=True)
         now = time.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + settings.DURABLERUNS_SWEEP_INTERVAL

@@ -37,7 +37,7 @@ WORKER = {
 }
 LEASE_UPDATE = (
     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-    "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE \"durableruns_run\" SET \"lease_owner\"%%'"
+    "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE \"durableruns_run\" SET \"lease_owner\"%'"
 )
 
 

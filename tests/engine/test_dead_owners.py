@@ -4,11 +4,13 @@ owner: the sweeper expires its lease at once instead of waiting out the TTL
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import psycopg
 import pytest
 from django.utils import timezone
 
-from durableruns.engine import executor, liveness, store
+from durableruns.engine import executor, liveness, runs, store
 from durableruns.engine.runs import start_run
 from durableruns.models import Run
 from tests.conftest import database_dsn, wait_for
@@ -172,3 +174,13 @@ def test_the_sweep_leader_rings_again_what_a_dead_process_may_have_taken(rung, l
     assert rung.count("dead-1") == 2, "the taken-over run is rung once, by the take-over"
     leader_tick()
     assert rung.count("queued") == 2, "only when a death is noticed"
+
+
+def test_after_a_death_the_longest_rung_runs_are_rung_first(rung):
+    """A lost doorbell was nearest the head of its queue: with more runs waiting than one
+    batch, the re-ring after a death takes the longest rung."""
+    now = timezone.now()
+    for age in (5, 60, 20):
+        make_run(f"waiting-{age}", status=Run.Status.QUEUED, rang_at=now - timedelta(seconds=age))
+    assert runs.ring_due(batch=1, redeliver_after=0, oldest_first=True) == 1
+    assert rung == ["waiting-60"]

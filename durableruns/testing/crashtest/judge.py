@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils.module_loading import import_string
 
+from durableruns.engine import liveness
 from durableruns.models import Effect, Run, Step
 
 from .cluster import SHARED_POOLS, Options
@@ -181,7 +182,7 @@ def judge(
     run = Run.objects.get(pk=case.run_id)
     case.status = run.status
     case.executions = counts
-    case.extra = {k: n - base_counts[k] for k, n in counts.items() if n > base_counts[k]}
+    case.extra = _beyond(counts, base_counts)
     case.duplicates = sum(case.extra.values())
     case.deduplicated = _beyond(_apart(counts, "deduplicated"), _apart(base_counts, "deduplicated"))
     case.cut = _beyond(_apart(counts, "cut"), _apart(base_counts, "cut"))
@@ -233,14 +234,8 @@ def _killed_while_executing(run: Run, kills: Mapping[int, float]) -> bool:
     recorded, a write a lookup then finds done, or escalates, an end already committed."""
     ended = run.finished_at.timestamp() if run.finished_at else time.time()
     owners = Step.objects.filter(run=run).values_list("executed_by", flat=True).distinct()
-    pids = {_pid_of(owner) for owner in owners}
+    pids = {liveness.pid_of(owner) for owner in owners}
     return any(pid in kills and kills[pid] <= ended + ENDED_MOMENT for pid in pids)
-
-
-def _pid_of(owner: str) -> int | None:
-    """The process id in a lease owner, "host:pid:uuid/suffix" (engine/liveness.py)."""
-    process = owner.rpartition("/")[0].split(":")
-    return int(process[1]) if len(process) == 3 and process[1].isdigit() else None
 
 
 def counter_warnings(baseline: Run, base_counts: Counter) -> list[str]:
